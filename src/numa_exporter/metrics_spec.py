@@ -52,7 +52,8 @@ SPECS: tuple[MetricSpec, ...] = (
         "numa_process_policy_memory_bytes",
         "gauge",
         "Resident bytes of the process by the memory policy of their mapping "
-        "(default, local, prefer, bind, interleave, weighted_interleave, prefer_many)." + _LAST_SCAN,
+        "(default, local, prefer, bind, interleave, weighted_interleave, prefer_many)."
+        + _LAST_SCAN,
         (*P, "policy"),
     ),
     MetricSpec(

@@ -1,0 +1,1 @@
+"""Collectors: metric families built fresh per scrape from the last Snapshot."""

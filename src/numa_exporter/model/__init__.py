@@ -1,0 +1,1 @@
+"""Model: topology, placement, home nodes, locality, binding and drift from parsed data."""

@@ -1,0 +1,130 @@
+"""The immutable result of one scan; collectors read nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from numa_exporter.model.home import Home, Locality
+from numa_exporter.model.topology import Topology
+from numa_exporter.parsers.numa_maps import Kind
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorUse:
+    """An accelerator a process has open, and that device's node (-1: unknown)."""
+
+    device: str
+    pci_address: str
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    """Placement change of one process since its warmed-up baseline."""
+
+    baseline_remote_ratio: float | None
+    arrived_bytes: dict[int, int] = field(default_factory=dict)  # node -> cumulative bytes
+    departed_bytes: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    """Everything the exporter knows about one process after a scan."""
+
+    pid: int
+    comm: str
+    start_time: float  # seconds since the epoch
+    rss_bytes: int
+    memory: dict[tuple[int, Kind], int]
+    policy_bytes: dict[str, int]
+    policy_nodes: dict[tuple[str, frozenset[int]], int]
+    threads_by_node: dict[int, int]
+    home: Home
+    locality: Locality
+    pages_migrated: int | None
+    scan_seconds: float
+    cpus_allowed: frozenset[int] | None
+    mems_allowed: frozenset[int] | None
+    cgroup: str | None = None
+    accelerators: tuple[AcceleratorUse, ...] = ()
+    memory_bound: bool | None = None
+    cpus_bound: bool | None = None
+    mismatches: dict[str, bool] = field(default_factory=dict)
+    drift: Drift | None = None
+
+    def node_bytes(self) -> dict[int, int]:
+        """Return resident bytes per node over all kinds."""
+        out: dict[int, int] = {}
+        for (node, _), b in self.memory.items():
+            out[node] = out.get(node, 0) + b
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class HugePages:
+    """Huge page counts of one size on one node."""
+
+    total: int | None
+    free: int | None
+    surplus: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SystemSample:
+    """Machine-wide NUMA state read in a scan."""
+
+    topology: Topology = field(default_factory=Topology)
+    vmstat: dict[str, int] = field(default_factory=dict)
+    node_meminfo: dict[int, dict[str, int]] = field(default_factory=dict)  # bytes by field
+    node_numastat: dict[int, dict[str, int]] = field(default_factory=dict)
+    hugepages: dict[int, dict[int, HugePages]] = field(default_factory=dict)
+    balancing_mode: int | None = None
+    promote_rate_limit_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorDevice:
+    """An accelerator of the machine."""
+
+    device: str
+    pci_address: str
+    vendor: str
+    driver: str
+    node: int
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupSample:
+    """NUMA memory of one cgroup: bytes by (node, kind) and balancing counters."""
+
+    path: str
+    unit: str
+    memory: dict[tuple[int, str], int]
+    counters: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterStats:
+    """Counters about the exporter itself, cumulative since start unless noted."""
+
+    scans: int = 0
+    duration_seconds: float = 0.0  # last scan
+    timestamp: float = 0.0  # last scan end, 0 before the first
+    states: dict[str, int] = field(default_factory=dict)  # last scan
+    budget_skipped_total: int = 0
+    parse_errors: dict[str, int] = field(default_factory=dict)
+    read_errors: dict[tuple[str, str], int] = field(default_factory=dict)
+    scan_seconds_buckets: tuple[tuple[float, int], ...] = ()  # cumulative (le, count)
+    scan_seconds_sum: float = 0.0
+    scan_seconds_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The last completed scan."""
+
+    system: SystemSample = field(default_factory=SystemSample)
+    processes: tuple[ProcessSample, ...] = ()
+    accelerators: tuple[AcceleratorDevice, ...] = ()
+    cgroups: tuple[CgroupSample, ...] = ()
+    stats: ExporterStats = field(default_factory=ExporterStats)

@@ -1,0 +1,85 @@
+"""Parser for ``/proc/<pid>/status``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from numa_exporter.parsers._kv import lines, to_int
+from numa_exporter.parsers.cpulist import parse_cpulist
+
+
+@dataclass(frozen=True, slots=True)
+class PidStatus:
+    """Fields of status the exporter uses; sizes in bytes, None where the kernel omits them."""
+
+    name: str
+    tgid: int | None
+    uid: int | None
+    threads: int | None
+    vm_rss: int | None  # absent for kernel threads
+    rss_anon: int | None
+    rss_file: int | None
+    rss_shmem: int | None
+    hugetlb: int | None
+    cpus_allowed: frozenset[int] | None
+    mems_allowed: frozenset[int] | None
+    error_count: int = 0
+
+
+_KB = {"VmRSS": "vm_rss", "RssAnon": "rss_anon", "RssFile": "rss_file",
+       "RssShmem": "rss_shmem", "HugetlbPages": "hugetlb"}
+
+
+def parse_pid_status(data: bytes) -> PidStatus:
+    """Return the fields of a status file; malformed known lines are counted in error_count."""
+    f: dict[str, str] = {}
+    for _, text in lines(data):
+        key, sep, val = text.partition(":")
+        if sep:
+            f[key] = val.strip()
+    errors = 0
+
+    def num(key: str) -> int | None:
+        nonlocal errors
+        if key not in f:
+            return None
+        v = to_int(f[key].split()[0]) if f[key] else None
+        if v is None:
+            errors += 1
+        return v
+
+    def kb(key: str) -> int | None:
+        nonlocal errors
+        if key not in f:
+            return None
+        parts = f[key].split()
+        v = to_int(parts[0]) if len(parts) == 2 and parts[1] == "kB" else None
+        if v is None:
+            errors += 1
+            return None
+        return v * 1024
+
+    def cpulist(key: str) -> frozenset[int] | None:
+        nonlocal errors
+        if key not in f:
+            return None
+        v = parse_cpulist(f[key])
+        if v is None:
+            errors += 1
+        return v
+
+    sizes = {attr: kb(key) for key, attr in _KB.items()}
+    return PidStatus(
+        name=f.get("Name", ""),
+        tgid=num("Tgid"),
+        uid=num("Uid"),
+        threads=num("Threads"),
+        vm_rss=sizes["vm_rss"],
+        rss_anon=sizes["rss_anon"],
+        rss_file=sizes["rss_file"],
+        rss_shmem=sizes["rss_shmem"],
+        hugetlb=sizes["hugetlb"],
+        cpus_allowed=cpulist("Cpus_allowed_list"),
+        mems_allowed=cpulist("Mems_allowed_list"),
+        error_count=errors,
+    )

@@ -1,0 +1,1 @@
+"""Sources: read bytes from a root and classify OS errors; no parsing here."""

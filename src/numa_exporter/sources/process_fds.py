@@ -1,0 +1,78 @@
+"""Accelerator device files a process has open, from the links in ``/proc/<pid>/fd``.
+
+Each fd link is read with ``readlink`` under the procfs root, so fixture trees may hold
+dangling symlinks (``3 -> /dev/nvidia0``). For the live procfs, ``stat`` on the fd link
+follows the kernel's magic link to the open inode itself, so ``st_rdev`` is right even for
+a process in another mount namespace, where the path may not resolve for the exporter.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from pathlib import Path
+from typing import NamedTuple
+
+from numa_exporter.sources.errors import classify
+
+# Per-device nodes (nvidia<N>, renderD<N>, card<N>, accel<N>, uverbs<N>) identify one device.
+# /dev/nvidia-uvm is shared by every CUDA process and names no GPU; it is kept so callers can
+# see CUDA use, but no accelerator has it as a device node.
+ACCELERATOR_DEVICE_RE = re.compile(
+    r"/dev/(?:nvidia\d+|nvidia-uvm|dri/renderD\d+|dri/card\d+|accel/accel\d+"
+    r"|infiniband/uverbs\d+)"
+)
+
+
+class DeviceFd(NamedTuple):
+    """One accelerator device file open in a process: its path and (major, minor), if known."""
+
+    path: str
+    rdev: tuple[int, int] | None
+
+
+def open_device_files(procfs: Path, pid: int, *, stat_rdev: bool = True,
+                      pattern: re.Pattern[str] = ACCELERATOR_DEVICE_RE,
+                      ) -> tuple[DeviceFd, ...]:
+    """Return the device files matching ``pattern`` that ``pid`` has open, one per path.
+
+    Sorted by path. ``rdev`` is the character device number from ``stat`` of the fd link
+    when ``stat_rdev`` is true (the live procfs) and the open file is a character device;
+    None for fixture trees (pass ``stat_rdev=False``) or when the stat fails. Fds closed
+    while we read are skipped. Listing the fd folder raises ``Gone`` (ENOENT, ESRCH),
+    ``Denied`` (EACCES, EPERM: another user's process without CAP_SYS_PTRACE) or
+    ``ReadFailed``.
+    """
+    fd_dir = procfs / str(pid) / "fd"
+    try:
+        names = [e.name for e in os.scandir(fd_dir)]
+    except OSError as err:
+        raise classify("fd", str(fd_dir), err) from err
+    found: dict[str, DeviceFd] = {}
+    for name in sorted(names, key=lambda n: (len(n), n)):
+        if not name.isdigit():
+            continue
+        link = fd_dir / name
+        try:
+            target = os.readlink(link)
+        except OSError as err:
+            if err.errno in (errno.ENOENT, errno.ESRCH, errno.EINVAL):
+                continue  # closed since the listing, or not a link (fixture junk)
+            raise classify("fd", str(link), err) from err
+        if target in found or not pattern.fullmatch(target):
+            continue
+        found[target] = DeviceFd(target, _rdev(link) if stat_rdev else None)
+    return tuple(found[k] for k in sorted(found))
+
+
+def _rdev(link: Path) -> tuple[int, int] | None:
+    """Return (major, minor) of the character device open behind ``link``, else None."""
+    try:
+        st = os.stat(link)
+    except OSError:
+        return None
+    if not stat.S_ISCHR(st.st_mode):
+        return None
+    return os.major(st.st_rdev), os.minor(st.st_rdev)

@@ -1,0 +1,101 @@
+"""procfs source: paths and raw bytes of system and per-process files under ``--path.procfs``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from numa_exporter.sources.errors import Gone, classify
+from numa_exporter.sources.files import read_optional, read_small, stream_lines
+
+
+class ProcFS:
+    """System-wide files of one procfs root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def pids(self) -> list[int]:
+        """Return the process ids listed in the root (directories named by digits)."""
+        try:
+            return sorted(int(e.name) for e in os.scandir(self.root) if e.name.isdigit())
+        except OSError as err:
+            raise classify("proc", str(self.root), err) from err
+
+    def vmstat(self) -> bytes:
+        """Return the bytes of /proc/vmstat."""
+        return read_small(self.root / "vmstat", "vmstat")
+
+    def stat(self) -> bytes:
+        """Return the bytes of /proc/stat."""
+        return read_small(self.root / "stat", "stat")
+
+    def numa_balancing(self) -> bytes | None:
+        """Return kernel.numa_balancing, or None on kernels built without it."""
+        return read_optional(self.root / "sys" / "kernel" / "numa_balancing", "numa_balancing")
+
+    def promote_rate_limit(self) -> bytes | None:
+        """Return kernel.numa_balancing_promote_rate_limit_MBps, or None where absent."""
+        return read_optional(
+            self.root / "sys" / "kernel" / "numa_balancing_promote_rate_limit_MBps",
+            "numa_balancing",
+        )
+
+    def process(self, pid: int) -> ProcessFiles:
+        """Return the file accessor of one process."""
+        return ProcessFiles(self.root / str(pid), pid)
+
+
+class ProcessFiles:
+    """Files of one process (``/proc/<pid>``); every read raises a classified SourceError."""
+
+    def __init__(self, path: Path, pid: int) -> None:
+        self.path = path
+        self.pid = pid
+
+    def status(self) -> bytes:
+        """Return the bytes of status."""
+        return read_small(self.path / "status", "status")
+
+    def stat(self) -> bytes:
+        """Return the bytes of stat."""
+        return read_small(self.path / "stat", "stat")
+
+    def cmdline(self) -> bytes:
+        """Return the bytes of cmdline (NUL-separated)."""
+        return read_small(self.path / "cmdline", "cmdline")
+
+    def cgroup(self) -> bytes:
+        """Return the bytes of cgroup."""
+        return read_small(self.path / "cgroup", "cgroup")
+
+    def numa_maps(self) -> Iterator[bytes]:
+        """Yield the lines of numa_maps as the kernel produces them (walks page tables)."""
+        return stream_lines(self.path / "numa_maps", "numa_maps")
+
+    def tids(self) -> list[int]:
+        """Return the thread ids of the process."""
+        task = self.path / "task"
+        try:
+            return sorted(int(e.name) for e in os.scandir(task) if e.name.isdigit())
+        except OSError as err:
+            raise classify("task", str(task), err) from err
+
+    def task_stat(self, tid: int) -> bytes:
+        """Return the bytes of task/<tid>/stat."""
+        return read_small(self.path / "task" / str(tid) / "stat", "task_stat")
+
+    def task_sched(self, tid: int) -> bytes | None:
+        """Return the bytes of task/<tid>/sched, or None where the kernel has no such file."""
+        p = self.path / "task" / str(tid) / "sched"
+        try:
+            return read_small(p, "sched")
+        except Gone:
+            if (self.path / "task" / str(tid)).is_dir():
+                return None  # CONFIG_SCHED_DEBUG off: the task exists, the file does not
+            raise
+
+    def fd_dir(self) -> Path:
+        """Return the path of the fd folder."""
+        return self.path / "fd"

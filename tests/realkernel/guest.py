@@ -1,0 +1,800 @@
+"""Real-kernel test bed: a Debian Linux kernel with several NUMA nodes under QEMU.
+
+The guest boots a Debian ``linux-image-*-unsigned`` kernel with a tiny busybox initramfs,
+mounts the host's root file system read-only over virtio-9p, mounts its own proc, sysfs,
+devtmpfs, tmpfs and cgroup2 inside it and ``chroot``\\ s there, so that it runs the host's
+``python3``, ``numactl`` and the project's virtual environment at identical paths. A second,
+writable 9p share (``rkio``) carries the job script in and the results out.
+
+Everything downloaded or built lives in a project-owned cache folder (``.cache/realkernel``
+under the repository, or ``$NUMA_REALKERNEL_CACHE``). Only the standard library is used, so
+the in-guest side and the developer tools can import this module without the venv.
+
+Environment knobs:
+
+* ``NUMA_REALKERNEL_CACHE``   - cache folder (default ``<repo>/.cache/realkernel``).
+* ``NUMA_REALKERNEL_KERNEL``  - kernel package to use (e.g. ``linux-image-6.1.0-57-amd64-unsigned``)
+  or a path to a ``.deb``; default: the newest ``linux-image-6.1.0-*-amd64-unsigned`` apt knows.
+* ``NUMA_REALKERNEL_ACCEL``   - ``auto`` (default), ``tcg`` or ``kvm``.
+* ``NUMA_REALKERNEL_BOOT``    - ``vmlinux`` (default; PVH entry, faster) or ``vmlinuz``.
+* ``NUMA_REALKERNEL_NO_APT``  - set to 1 to never call apt-get install (report what is missing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import gzip
+import io
+import json
+import lzma
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+#: Modules the initramfs loads, in this order (from the same kernel package).
+MODULES: tuple[str, ...] = (
+    "netfs",
+    "fscache",
+    "9pnet",
+    "9p",
+    "virtio",
+    "virtio_ring",
+    "9pnet_virtio",
+    "virtio_pci_modern_dev",
+    "virtio_pci_legacy_dev",
+    "virtio_pci",
+)
+
+#: Debian packages providing the host-side tools: binary -> package.
+HOST_TOOLS: dict[str, str] = {
+    "qemu-system-x86_64": "qemu-system-x86",
+    "busybox": "busybox-static",
+    "numactl": "numactl",
+    "numastat": "numactl",
+    "gcc": "gcc",
+}
+
+#: Marker lines the initramfs prints on the serial console.
+MARK = "@@RK"
+
+#: Paths the guest hides under its own tmpfs; the project must not live below them.
+_HIDDEN_IN_GUEST = ("/tmp", "/run", "/dev", "/proc", "/sys")
+
+ASSET_FORMAT = 3  # bump when the initramfs layout changes
+
+
+class RealKernelUnavailable(RuntimeError):
+    """The host cannot run the real-kernel test bed (missing QEMU, kernel, or boot failure)."""
+
+
+# ----------------------------------------------------------------------------------------
+# Node layouts
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A guest NUMA topology: one socket (and ``cpus_per_node`` vCPUs) per node."""
+
+    name: str
+    nodes: int
+    mem_per_node_mib: int
+    distances: tuple[tuple[int, ...], ...]
+    cpus_per_node: int = 1
+
+    @property
+    def cpus(self) -> int:
+        """Return the number of vCPUs of the guest."""
+        return self.nodes * self.cpus_per_node
+
+    @property
+    def mem_mib(self) -> int:
+        """Return the guest's total memory in MiB."""
+        return self.nodes * self.mem_per_node_mib
+
+    def qemu_args(self) -> list[str]:
+        """Return the QEMU ``-smp``/``-m``/``-object``/``-numa`` arguments for this layout."""
+        args = [
+            "-smp",
+            f"{self.cpus},sockets={self.nodes},cores={self.cpus_per_node},threads=1",
+            "-m",
+            f"{self.mem_mib}M",
+        ]
+        for n in range(self.nodes):
+            args += ["-object", f"memory-backend-ram,id=m{n},size={self.mem_per_node_mib}M"]
+            args += ["-numa", f"node,nodeid={n},memdev=m{n}"]
+        for n in range(self.nodes):
+            args += ["-numa", f"cpu,node-id={n},socket-id={n}"]
+        for a in range(self.nodes):
+            for b in range(self.nodes):
+                if a != b:
+                    args += ["-numa", f"dist,src={a},dst={b},val={self.distances[a][b]}"]
+        return args
+
+
+LAYOUTS: dict[str, Layout] = {
+    "2node": Layout("2node", 2, 1024, ((10, 20), (20, 10))),
+    "4node": Layout(
+        "4node",
+        4,
+        512,
+        (
+            (10, 16, 22, 28),
+            (16, 10, 16, 22),
+            (22, 16, 10, 16),
+            (28, 22, 16, 10),
+        ),
+    ),
+}
+
+
+# ----------------------------------------------------------------------------------------
+# Assets
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Assets:
+    """Everything a boot needs; paths are absolute and inside the cache folder."""
+
+    cache: Path
+    qemu: str
+    kernel_release: str
+    kernel_package: str
+    vmlinuz: Path
+    vmlinux: Path | None
+    initramfs: Path
+    workload: Path
+    notes: tuple[str, ...] = ()
+
+
+def cache_dir() -> Path:
+    """Return the cache folder (created), from ``$NUMA_REALKERNEL_CACHE`` or the repo default."""
+    env = os.environ.get("NUMA_REALKERNEL_CACHE")
+    path = Path(env).resolve() if env else REPO / ".cache" / "realkernel"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def log(msg: str) -> None:
+    """Print a progress line on stderr (the harness's only logging)."""
+    print(f"[realkernel] {msg}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive flock on ``path`` for the duration of the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _run(cmd: Sequence[str], timeout: float = 600, check: bool = True) -> str:
+    """Run ``cmd`` and return its stdout; raise RealKernelUnavailable on failure if ``check``."""
+    try:
+        proc = subprocess.run(
+            list(cmd), capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RealKernelUnavailable(f"{' '.join(cmd)}: {exc}") from exc
+    if check and proc.returncode != 0:
+        raise RealKernelUnavailable(
+            f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr.strip()[-800:]}"
+        )
+    return proc.stdout
+
+
+def _privileged(cmd: list[str]) -> list[str]:
+    """Return ``cmd`` prefixed for root (nothing when root, ``sudo -n`` otherwise)."""
+    if os.geteuid() == 0:
+        return cmd
+    if shutil.which("sudo"):
+        return ["sudo", "-n", *cmd]
+    raise RealKernelUnavailable(f"need root to run {' '.join(cmd)} (not root, no sudo)")
+
+
+def _apt(args: list[str], timeout: float = 900) -> None:
+    """Run ``apt-get ARGS`` non-interactively under the shared apt lock (/tmp/apt.lock)."""
+    env_cmd = ["env", "DEBIAN_FRONTEND=noninteractive"]
+    cmd = _privileged([*env_cmd, "apt-get", "-y", "-q", *args])
+    if shutil.which("flock"):
+        cmd = ["flock", "/tmp/apt.lock", *cmd]
+    _run(cmd, timeout=timeout)
+
+
+def ensure_host_tools() -> list[str]:
+    """Install missing host tools (qemu, busybox-static, numactl, gcc) through apt.
+
+    Returns the list of packages that were installed (empty when everything was present).
+    """
+    missing = sorted({pkg for tool, pkg in HOST_TOOLS.items() if not shutil.which(tool)})
+    if not Path("/bin/busybox").exists() and "busybox-static" not in missing:
+        missing.append("busybox-static")
+    if not missing:
+        return []
+    if os.environ.get("NUMA_REALKERNEL_NO_APT") == "1":
+        raise RealKernelUnavailable(f"missing host packages {missing} and NUMA_REALKERNEL_NO_APT=1")
+    if not shutil.which("apt-get"):
+        raise RealKernelUnavailable(f"missing host packages {missing} and no apt-get")
+    log(f"installing {' '.join(missing)} via apt-get")
+    try:
+        _apt(["install", "--no-install-recommends", *missing])
+    except RealKernelUnavailable:
+        _apt(["update"])
+        _apt(["install", "--no-install-recommends", *missing])
+    still = [t for t in HOST_TOOLS if not shutil.which(t)]
+    if still:
+        raise RealKernelUnavailable(f"still missing after apt-get install: {still}")
+    return missing
+
+
+def _busybox_path() -> Path:
+    """Return a statically linked busybox binary (Debian's busybox-static)."""
+    for cand in ("/bin/busybox", "/usr/bin/busybox"):
+        p = Path(cand)
+        if p.exists():
+            out = _run(["file", "-L", str(p)], check=False) if shutil.which("file") else ""
+            if "dynamically" in out:
+                continue
+            return p
+    raise RealKernelUnavailable("no static busybox (install busybox-static)")
+
+
+_KPKG = re.compile(r"^(linux-image-(\d+\.\d+\.\d+-(\d+))-amd64-unsigned)\b")
+
+
+def _pick_kernel_package() -> str:
+    """Return the kernel package to use: the env pin or the newest 6.1 unsigned image apt knows."""
+    pin = os.environ.get("NUMA_REALKERNEL_KERNEL")
+    if pin:
+        return pin
+    out = _run(["apt-cache", "search", "--names-only", r"^linux-image-6\.1\.0-.*-amd64-unsigned$"],
+               check=False)
+    found = []
+    for line in out.splitlines():
+        m = _KPKG.match(line)
+        if m:
+            found.append((int(m.group(3)), m.group(1)))
+    if not found:
+        raise RealKernelUnavailable(
+            "apt knows no linux-image-6.1.0-*-amd64-unsigned package (Debian 12 apt sources "
+            "needed, or set NUMA_REALKERNEL_KERNEL to a package name or .deb path)"
+        )
+    return max(found)[1]
+
+
+def _cached_kernels(cache: Path) -> list[Path]:
+    """Return already downloaded kernel .debs in the cache, newest ABI first."""
+    debs = list((cache / "dl").glob("linux-image-*-amd64-unsigned_*.deb"))
+
+    def abi(p: Path) -> int:
+        m = re.search(r"-(\d+)-amd64-unsigned_", p.name)
+        return int(m.group(1)) if m else -1
+
+    return sorted(debs, key=abi, reverse=True)
+
+
+def _fetch_kernel_deb(cache: Path) -> tuple[str, Path]:
+    """Return (package name, .deb path), downloading with ``apt-get download`` when needed."""
+    dl = cache / "dl"
+    dl.mkdir(parents=True, exist_ok=True)
+    pin = os.environ.get("NUMA_REALKERNEL_KERNEL", "")
+    if pin.endswith(".deb"):
+        return Path(pin).name.split("_")[0], Path(pin).resolve()
+    try:
+        pkg = _pick_kernel_package()
+    except RealKernelUnavailable:
+        cached = _cached_kernels(cache)
+        if cached:
+            return cached[0].name.split("_")[0], cached[0]
+        raise
+    have = sorted(dl.glob(f"{pkg}_*.deb"))
+    if have:
+        return pkg, have[-1]
+    log(f"downloading {pkg}")
+    try:
+        # apt-get download writes into the cwd; it needs no root.
+        subprocess.run(["apt-get", "download", "-q", pkg], cwd=dl, check=True,
+                       capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        cached = _cached_kernels(cache)
+        if cached:
+            log(f"apt-get download {pkg} failed ({exc}); using cached {cached[0].name}")
+            return cached[0].name.split("_")[0], cached[0]
+        detail = getattr(exc, "stderr", "") or ""
+        raise RealKernelUnavailable(f"apt-get download {pkg} failed: {exc} {detail}") from exc
+    have = sorted(dl.glob(f"{pkg}_*.deb"))
+    if not have:
+        raise RealKernelUnavailable(f"apt-get download {pkg} produced no .deb in {dl}")
+    return pkg, have[-1]
+
+
+def _extract_kernel(deb: Path, dest: Path) -> str:
+    """Unpack vmlinuz and the needed modules of ``deb`` into ``dest``; return the release."""
+    dest.mkdir(parents=True, exist_ok=True)
+    fsys = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+    assert fsys.stdout is not None
+    release = ""
+    wanted = {f"{m}.ko" for m in MODULES} | {f"{m}.ko.xz" for m in MODULES}
+    wanted |= {f"{m}.ko.zst" for m in MODULES}
+    with tarfile.open(fileobj=fsys.stdout, mode="r|") as tar:
+        for member in tar:
+            name = member.name.lstrip("./")
+            if not member.isfile():
+                continue
+            base = name.rsplit("/", 1)[-1]
+            if name.startswith("boot/vmlinuz-"):
+                release = base[len("vmlinuz-"):]
+                target = dest / "vmlinuz"
+            elif name.startswith("lib/modules/") and base in wanted:
+                target = dest / "modules" / base
+            elif name.startswith("lib/modules/") and base == "modules.builtin":
+                target = dest / "modules" / base
+            else:
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fh = tar.extractfile(member)
+            assert fh is not None
+            target.write_bytes(fh.read())
+    if fsys.wait() != 0:
+        raise RealKernelUnavailable(f"dpkg-deb --fsys-tarfile {deb} failed")
+    if not release:
+        raise RealKernelUnavailable(f"{deb} has no boot/vmlinuz-*")
+    return release
+
+
+def extract_vmlinux(vmlinuz: Path, out: Path) -> bool:
+    """Write the decompressed ELF kernel inside ``vmlinuz`` (xz payload) to ``out``.
+
+    Returns True when an ELF image was found and written, False otherwise.
+    """
+    data = vmlinuz.read_bytes()
+    magic = b"\xfd7zXZ\x00"
+    start = data.find(magic)
+    while start >= 0:
+        dec = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+        try:
+            elf = dec.decompress(data[start:])
+        except lzma.LZMAError:
+            elf = b""
+        if elf[:4] == b"\x7fELF":
+            tmp = out.with_suffix(".tmp")
+            tmp.write_bytes(elf)
+            tmp.replace(out)
+            return True
+        start = data.find(magic, start + 1)
+    return False
+
+
+def _decompress_module(path: Path) -> bytes:
+    """Return the plain ELF bytes of a kernel module (.ko, .ko.xz or .ko.zst)."""
+    raw = path.read_bytes()
+    if path.name.endswith(".xz"):
+        return lzma.decompress(raw)
+    if path.name.endswith(".zst"):
+        return subprocess.run(["zstd", "-dc", str(path)], capture_output=True, check=True).stdout
+    return raw
+
+
+class _Cpio:
+    """A minimal writer of the ``newc`` cpio format used by initramfs."""
+
+    def __init__(self) -> None:
+        self.buf = io.BytesIO()
+        self.ino = 1
+
+    def _entry(self, name: str, mode: int, data: bytes = b"", nlink: int = 1) -> None:
+        namez = name.encode() + b"\0"
+        hdr = "070701" + "".join(
+            f"{v:08x}"
+            for v in (self.ino, mode, 0, 0, nlink, 0, len(data), 0, 0, 0, 0, len(namez), 0)
+        )
+        self.ino += 1
+        self.buf.write(hdr.encode() + namez)
+        self.buf.write(b"\0" * ((4 - (110 + len(namez)) % 4) % 4))
+        self.buf.write(data)
+        self.buf.write(b"\0" * ((4 - len(data) % 4) % 4))
+
+    def dir(self, name: str) -> None:
+        """Add a directory."""
+        self._entry(name, stat.S_IFDIR | 0o755, nlink=2)
+
+    def file(self, name: str, data: bytes, mode: int = 0o644) -> None:
+        """Add a regular file."""
+        self._entry(name, stat.S_IFREG | mode, data)
+
+    def symlink(self, name: str, target: str) -> None:
+        """Add a symbolic link."""
+        self._entry(name, stat.S_IFLNK | 0o777, target.encode())
+
+    def finish(self) -> bytes:
+        """Return the archive bytes, with the trailer."""
+        self._entry("TRAILER!!!", 0)
+        return self.buf.getvalue()
+
+
+INIT_SCRIPT = r"""#!/bin/busybox sh
+/bin/busybox mkdir -p /proc /sys /dev /sbin /usr/bin /usr/sbin /newroot
+/bin/busybox --install -s
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+read up idle < /proc/uptime
+echo "@@RK userland uptime=$up"
+for m in @MODULES@; do
+  if [ -f /lib/modules/$m.ko ]; then
+    insmod /lib/modules/$m.ko || echo "@@RK insmod-failed $m"
+  fi
+done
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+R=/newroot
+i=0
+until mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose hostroot $R; do
+  i=$((i+1)); [ $i -gt 100 ] && { echo "@@RK fatal mount-hostroot"; poweroff -f; }
+  sleep 0.1
+done
+mount -t proc proc $R/proc
+mount -t sysfs sysfs $R/sys
+mount -t devtmpfs devtmpfs $R/dev
+mkdir -p $R/dev/shm $R/dev/pts
+mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm
+mount -t devpts devpts $R/dev/pts
+mount -t tmpfs -o mode=1777 tmpfs $R/tmp
+mount -t tmpfs -o mode=755 tmpfs $R/run
+mount -t cgroup2 cgroup2 $R/sys/fs/cgroup
+mkdir -p $R/tmp/rkio
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 rkio $R/tmp/rkio || {
+  echo "@@RK fatal mount-rkio"; poweroff -f; }
+read up idle < /proc/uptime
+echo "@@RK chroot uptime=$up"
+chroot $R /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  HOME=/tmp TMPDIR=/tmp PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8 \
+  /bin/sh -c '/bin/sh /tmp/rkio/job.sh; echo $? > /tmp/rkio/job.rc' 2>&1 | tee $R/tmp/rkio/job.log
+rc=$(cat $R/tmp/rkio/job.rc 2>/dev/null)
+read up idle < /proc/uptime
+echo "@@RK done rc=$rc uptime=$up"
+sync
+umount $R/tmp/rkio
+poweroff -f
+"""
+
+
+def _build_initramfs(kdir: Path, out: Path) -> None:
+    """Write a gzip'd newc initramfs with busybox, the 9p/virtio modules and /init to ``out``."""
+    cpio = _Cpio()
+    for d in ("bin", "sbin", "dev", "proc", "sys", "lib", "lib/modules", "newroot", "tmp"):
+        cpio.dir(d)
+    cpio.file("bin/busybox", _busybox_path().read_bytes(), 0o755)
+    cpio.symlink("bin/sh", "busybox")
+    mods = []
+    for m in MODULES:
+        for suffix in (".ko", ".ko.xz", ".ko.zst"):
+            p = kdir / "modules" / f"{m}{suffix}"
+            if p.exists():
+                cpio.file(f"lib/modules/{m}.ko", _decompress_module(p))
+                mods.append(m)
+                break
+    cpio.file("init", INIT_SCRIPT.replace("@MODULES@", " ".join(mods)).encode(), 0o755)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_bytes(gzip.compress(cpio.finish(), compresslevel=1))
+    tmp.replace(out)
+
+
+def _build_workload(cache: Path) -> Path:
+    """Compile workloads/rkwork.c with gcc into the cache; return the binary path."""
+    src = HERE / "workloads" / "rkwork.c"
+    out = cache / "bin" / "rkwork"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and out.stat().st_mtime >= src.stat().st_mtime:
+        return out
+    if not shutil.which("gcc"):
+        raise RealKernelUnavailable("gcc not found (needed to build the workload)")
+    tmp = out.with_name("rkwork.tmp")
+    _run(["gcc", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread", "-o", str(tmp), str(src)])
+    tmp.replace(out)
+    return out
+
+
+def ensure_assets() -> Assets:
+    """Make sure QEMU, busybox, numactl, the kernel, vmlinux, initramfs and workload exist.
+
+    Idempotent: installs only what is missing and reuses the cache. Returns the Assets.
+    Raises RealKernelUnavailable with a reason when something cannot be provided.
+    """
+    for hidden in _HIDDEN_IN_GUEST:
+        if str(REPO).startswith(hidden + "/"):
+            raise RealKernelUnavailable(
+                f"the repository lives under {hidden}, which the guest overlays with its own "
+                "file system; check it out elsewhere"
+            )
+    cache = cache_dir()
+    for hidden in _HIDDEN_IN_GUEST:
+        if str(cache).startswith(hidden + "/"):
+            raise RealKernelUnavailable(f"NUMA_REALKERNEL_CACHE={cache} is hidden in the guest")
+    notes: list[str] = []
+    with _locked(cache / ".lock"):
+        installed = ensure_host_tools()
+        if installed:
+            notes.append(f"apt installed {' '.join(installed)}")
+        qemu = shutil.which("qemu-system-x86_64")
+        assert qemu is not None
+        pkg, deb = _fetch_kernel_deb(cache)
+        kdir = cache / "kernel" / deb.stem
+        stamp = kdir / "stamp.json"
+        meta: dict[str, object] = {}
+        if stamp.exists():
+            meta = json.loads(stamp.read_text())
+        if meta.get("format") != ASSET_FORMAT:
+            log(f"extracting {deb.name}")
+            if kdir.exists():
+                shutil.rmtree(kdir)
+            release = _extract_kernel(deb, kdir)
+            has_elf = extract_vmlinux(kdir / "vmlinuz", kdir / "vmlinux")
+            _build_initramfs(kdir, kdir / "initramfs.gz")
+            meta = {"format": ASSET_FORMAT, "release": release, "package": pkg,
+                    "vmlinux": has_elf}
+            stamp.write_text(json.dumps(meta))
+            notes.append(f"built kernel assets for {release}")
+        workload = _build_workload(cache)
+    return Assets(
+        cache=cache,
+        qemu=qemu,
+        kernel_release=str(meta["release"]),
+        kernel_package=pkg,
+        vmlinuz=kdir / "vmlinuz",
+        vmlinux=(kdir / "vmlinux") if meta.get("vmlinux") else None,
+        initramfs=kdir / "initramfs.gz",
+        workload=workload,
+        notes=tuple(notes),
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# Booting
+# ----------------------------------------------------------------------------------------
+
+
+def accel_candidates() -> list[str]:
+    """Return the accelerators to try, best first (``$NUMA_REALKERNEL_ACCEL`` or auto-detect).
+
+    KVM is only tried when /dev/kvm is usable and is a plain kvm_intel/kvm_amd (a nested
+    ``kvm_pvm`` cannot run stock kernels); TCG is always the fallback.
+    """
+    want = os.environ.get("NUMA_REALKERNEL_ACCEL", "auto")
+    if want in ("tcg", "kvm"):
+        return [want]
+    mods = Path("/sys/module")
+    plain_kvm = (mods / "kvm_intel").exists() or (mods / "kvm_amd").exists()
+    if os.access("/dev/kvm", os.R_OK | os.W_OK) and plain_kvm and not (mods / "kvm_pvm").exists():
+        return ["kvm", "tcg"]
+    return ["tcg"]
+
+
+@dataclass
+class BootResult:
+    """Outcome of one guest run; times are host wall-clock seconds from QEMU's start."""
+
+    layout: str
+    accel: str
+    kernel: str
+    boot_image: str
+    results: Path
+    rc: int | None
+    userland_s: float | None
+    guest_uptime_userland_s: float | None
+    chroot_s: float | None
+    total_s: float
+    timed_out: bool
+    console: str
+    job_log: str
+    attempts: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Return True when the job ran to completion with exit status 0."""
+        return self.rc == 0 and not self.timed_out
+
+    def summary(self) -> dict[str, object]:
+        """Return a JSON-able summary (no console text)."""
+        d = asdict(self)
+        d.pop("console")
+        d.pop("job_log")
+        d["results"] = str(self.results)
+        return d
+
+
+def _qemu_cmd(assets: Assets, layout: Layout, accel: str, image: Path, rkio: Path) -> list[str]:
+    """Return the QEMU command line for one boot."""
+    cpu = "host" if accel == "kvm" else "max"
+    append = "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off nokaslr tsc=reliable"
+    return [
+        assets.qemu,
+        "-nodefaults",
+        "-no-user-config",
+        "-display", "none",
+        "-monitor", "none",
+        "-serial", "stdio",
+        "-no-reboot",
+        "-machine", "pc",
+        "-accel", "tcg,thread=multi" if accel == "tcg" else "kvm",
+        "-cpu", cpu,
+        *layout.qemu_args(),
+        "-kernel", str(image),
+        "-initrd", str(assets.initramfs),
+        "-append", append,
+        "-virtfs",
+        "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        "-virtfs",
+        f"local,path={rkio},mount_tag=rkio,security_model=none,multidevs=remap",
+    ]
+
+
+_LIVE: set[subprocess.Popen[bytes]] = set()
+
+
+def _kill_all_live() -> None:
+    """Kill every QEMU this process started that is still running."""
+    for proc in list(_LIVE):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+import atexit  # noqa: E402  (kept next to its only use)
+
+atexit.register(_kill_all_live)
+
+
+def _boot_once(
+    assets: Assets, layout: Layout, accel: str, image: Path, rkio: Path, timeout: float,
+    userland_timeout: float,
+) -> BootResult:
+    """Boot once and wait for the guest to power off; kill QEMU at ``timeout`` seconds."""
+    cmd = _qemu_cmd(assets, layout, accel, image, rkio)
+    (rkio / "qemu-cmd.txt").write_text(" ".join(cmd) + "\n")
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    _LIVE.add(proc)
+    lines: list[str] = []
+    marks: dict[str, tuple[float, str]] = {}
+    echo = os.environ.get("NUMA_REALKERNEL_ECHO") == "1"
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            lines.append(line)
+            if echo:
+                print(f"[guest] {line}", file=sys.stderr, flush=True)
+            if line.startswith(MARK):
+                parts = line.split()
+                if len(parts) > 1 and parts[1] not in marks:
+                    marks[parts[1]] = (time.monotonic() - t0, line)
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    timed_out = False
+    deadline = t0 + timeout
+    try:
+        while proc.poll() is None:
+            now = time.monotonic()
+            if now > deadline or ("userland" not in marks and now > t0 + userland_timeout):
+                timed_out = True
+                break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        _LIVE.discard(proc)
+        th.join(timeout=5)
+    total = time.monotonic() - t0
+
+    def uptime(key: str) -> float | None:
+        if key not in marks:
+            return None
+        m = re.search(r"uptime=([\d.]+)", marks[key][1])
+        return float(m.group(1)) if m else None
+
+    rc: int | None = None
+    rc_file = rkio / "job.rc"
+    if rc_file.exists():
+        with contextlib.suppress(ValueError):
+            rc = int(rc_file.read_text().strip())
+    job_log = (rkio / "job.log").read_text(errors="replace") if (rkio / "job.log").exists() else ""
+    console = "\n".join(lines)
+    (rkio / "console.log").write_text(console + "\n")
+    return BootResult(
+        layout=layout.name,
+        accel=accel,
+        kernel=assets.kernel_release,
+        boot_image=image.name,
+        results=rkio,
+        rc=rc,
+        userland_s=marks["userland"][0] if "userland" in marks else None,
+        guest_uptime_userland_s=uptime("userland"),
+        chroot_s=marks["chroot"][0] if "chroot" in marks else None,
+        total_s=total,
+        timed_out=timed_out,
+        console=console,
+        job_log=job_log,
+    )
+
+
+def boot(
+    layout: Layout | str,
+    script: str,
+    timeout: float = 600,
+    results: Path | None = None,
+    assets: Assets | None = None,
+    files: dict[str, str] | None = None,
+) -> BootResult:
+    """Boot a guest with ``layout``, run ``script`` (sh) in the chroot, and power it off.
+
+    ``script`` runs as ``/tmp/rkio/job.sh``; whatever it writes under ``/tmp/rkio`` appears in
+    ``results`` (a fresh temporary folder when None). ``files`` are extra text files put in the
+    share first. QEMU is killed at ``timeout`` seconds whatever happens. Accelerators are tried
+    in :func:`accel_candidates` order, falling back when a guest never reaches userland.
+    Returns the BootResult of the last attempt (check ``.ok``).
+    """
+    lay = LAYOUTS[layout] if isinstance(layout, str) else layout
+    assets = assets or ensure_assets()
+    rkio = results or Path(tempfile.mkdtemp(prefix=f"realkernel-{lay.name}-"))
+    rkio.mkdir(parents=True, exist_ok=True)
+    images: list[Path] = []
+    mode = os.environ.get("NUMA_REALKERNEL_BOOT", "vmlinux")
+    if mode != "vmlinuz" and assets.vmlinux is not None:
+        images.append(assets.vmlinux)
+    images.append(assets.vmlinuz)
+    attempts: list[str] = []
+    result: BootResult | None = None
+    start = time.monotonic()
+    for accel in accel_candidates():
+        for image in images:
+            for stale in ("job.rc", "job.log"):
+                (rkio / stale).unlink(missing_ok=True)
+            (rkio / "job.sh").write_text(script)
+            for name, text in (files or {}).items():
+                (rkio / name).write_text(text)
+            remaining = timeout - (time.monotonic() - start)
+            if remaining < 20:
+                break
+            result = _boot_once(assets, lay, accel, image, rkio, remaining, userland_timeout=90)
+            attempts.append(
+                f"{accel}/{image.name}: userland={result.userland_s} rc={result.rc} "
+                f"timed_out={result.timed_out}"
+            )
+            if result.userland_s is not None:
+                result.attempts = attempts
+                (rkio / "boot.json").write_text(json.dumps(result.summary(), indent=2))
+                return result
+            log(f"boot attempt {attempts[-1]} never reached userland; console tail:\n"
+                + "\n".join(result.console.splitlines()[-15:]))
+    if result is None:
+        raise RealKernelUnavailable("no boot attempted (timeout too small?)")
+    result.attempts = attempts
+    (rkio / "boot.json").write_text(json.dumps(result.summary(), indent=2))
+    return result
