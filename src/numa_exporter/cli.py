@@ -60,6 +60,16 @@ def _duration(text: str) -> float:
     return v
 
 
+def _fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"not a fraction in 0-1: {text!r}")
+    return v
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"not a non-negative integer: {text!r}")
@@ -99,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
       help="TOML file pinning home nodes or accelerators per process (see README)")
     a("--accelerator.rdma", dest="rdma", action=argparse.BooleanOptionalAction, default=False,
       help="count RDMA/high-speed NICs as accelerators (default off)")
+    a("--drift.warmup-age", dest="warmup_age", type=_duration, default=300.0,
+      help="a process must be this old before its baseline placement is taken (default 5m)")
+    a("--drift.warmup-scans", dest="warmup_scans", type=_positive_int, default=4,
+      help="... and its RSS stable over this many scans (default 4)")
+    a("--drift.rss-tolerance", dest="rss_tolerance", type=_fraction, default=0.05,
+      help="... within this relative change, 0-1 (default 0.05)")
     for c in COLLECTORS:
         a(f"--collector.{c}", dest=f"collector_{c}", action=argparse.BooleanOptionalAction,
           default=True, help=f"enable the {c} collector (default on)")
@@ -149,6 +165,9 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) ->
         home_pins=home_pins,
         accelerator_pins=accel_pins,
         accelerator_rdma=ns.rdma,
+        warmup_age=ns.warmup_age,
+        warmup_scans=max(ns.warmup_scans, 1),
+        warmup_rss_tolerance=ns.rss_tolerance,
     )
 
 

@@ -12,6 +12,8 @@ from typing import Protocol
 import structlog
 
 from numa_exporter.config import Config
+from numa_exporter.model.binding import analyse
+from numa_exporter.model.drift import DriftTracker, WarmupRule
 from numa_exporter.model.home import home_for, locality
 from numa_exporter.model.snapshot import ExporterStats, ProcessSample, Snapshot, SystemSample
 from numa_exporter.model.topology import Topology
@@ -92,6 +94,9 @@ class Scanner:
         self.clock = clock
         self.state = ScanState()
         self.hooks: list[ProcessHook] = []
+        self.drift = DriftTracker(WarmupRule(config.warmup_age, config.warmup_scans,
+                                             config.warmup_rss_tolerance))
+        self.wall = time.time
         self.topology = self.refresh_topology()
         self._btime: int | None = None
         self._listed: frozenset[int] = frozenset()
@@ -106,22 +111,21 @@ class Scanner:
             log.warning("malformed input", source=source, file=detail)
 
     def read_error(self, err: SourceError) -> None:
-        """Count an unreadable file; gone is debug, denied logs once, others always warn."""
+        """Count an unreadable file; gone logs at debug, denied and other errors log once."""
         k = (err.source, err.reason)
         self.state.read_errors[k] = self.state.read_errors.get(k, 0) + 1
         if isinstance(err, Gone):
             log.debug("file vanished", source=err.source, file=err.path)
-        elif isinstance(err, Denied):
-            key = ("denied", err.source, err.path)
-            if key not in self.state.logged:
-                self.state.logged.add(key)
-                log.warning("permission denied", source=err.source, file=err.path)
+            return
+        key = (err.reason, err.source, err.path, err.errno)
+        if key in self.state.logged:
+            return
+        self.state.logged.add(key)
+        if isinstance(err, Denied):
+            log.warning("permission denied", source=err.source, file=err.path)
         else:
-            key = ("error", err.source, err.path, err.errno)
-            if key not in self.state.logged:
-                self.state.logged.add(key)
-                log.error("read failed", source=err.source, file=err.path, errno=err.errno,
-                          error=str(err))
+            log.error("read failed", source=err.source, file=err.path, errno=err.errno,
+                      error=str(err))
 
     def refresh_topology(self) -> Topology:
         """Return the topology read anew from sysfs (start-up and hotplug)."""
@@ -260,25 +264,64 @@ class Scanner:
         affinity = topo.nodes_of_cpus(allowed) if allowed else None
         home = home_for(use, affinity)
         node_bytes = maps.node_bytes()
+        loc = locality(node_bytes, home)
+        start_time = self._boot_time() + stat.starttime / CLK_TCK
+        binding = None
+        if self.config.enabled("binding"):
+            binding = analyse(
+                online=frozenset(topo.nodes),
+                cpu_nodes_online=topo.cpu_nodes(),
+                policy_nodes=maps.policy_nodes,
+                mems_allowed=cand.status.mems_allowed,
+                affinity_nodes=affinity,
+                thread_nodes=frozenset(threads_by_node),
+                accelerator_nodes=frozenset(),
+                balancing_mode=system.balancing_mode,
+            )
+        drift = None
+        if self.config.enabled("drift"):
+            drift = self.drift.observe(cand.pid, self.wall(), start_time, cand.status.vm_rss or 0,
+                                       node_bytes, loc.remote_ratio)
         sample = ProcessSample(
             pid=cand.pid,
             comm=stat.comm or cand.status.name,
-            start_time=self._boot_time() + stat.starttime / CLK_TCK,
+            start_time=start_time,
             rss_bytes=cand.status.vm_rss or 0,
             memory=maps.bytes,
             policy_bytes=maps.policy_bytes,
             policy_nodes=maps.policy_nodes,
             threads_by_node=threads_by_node,
             home=home,
-            locality=locality(node_bytes, home),
+            locality=loc,
             pages_migrated=migrated,
             scan_seconds=self.clock() - t0,
             cpus_allowed=cand.status.cpus_allowed,
             mems_allowed=cand.status.mems_allowed,
+            memory_bound=binding.memory_bound if binding else None,
+            cpus_bound=binding.cpus_bound if binding else None,
+            mismatches=binding.mismatches if binding else {},
+            drift=drift,
         )
         for hook in self.hooks:
             sample = hook(sample, files, topo, system)
         return sample
+
+    def sample_one(self, pid: int) -> tuple[ProcessSample | None, SystemSample]:
+        """Return one process's sample (None if it is a kernel thread) and the system state.
+
+        Raises Gone, Denied or another SourceError when the process cannot be read.
+        """
+        cfg = self.config
+        system = read_system(
+            self.proc, self.nodes, self.topology, self.parse_error, self.read_error,
+            vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
+            balancing=cfg.enabled("balancing"),
+        )
+        files = self.proc.process(pid)
+        status = parse_pid_status(files.status())
+        if status.vm_rss is None:
+            return None, system
+        return self.read_process(_Candidate(pid, status, files), system), system
 
     # --- the scan ----------------------------------------------------------------------
     def _observe(self, seconds: float) -> None:
@@ -372,3 +415,4 @@ class Scanner:
             i: t for i, t in self.state.thread_ticks.items() if i[0] in alive
         }
         self.state.denied = {i for i in self.state.denied if i[0] in alive}
+        self.drift.forget_except(alive)

@@ -12,6 +12,10 @@ cgroup v1 prints ``name=total`` followed by per-node values, in **pages**::
 
 The format is detected from the first line that parses. Both formats list only nodes with
 memory (``N_MEMORY``); new fields may appear anywhere, so every field is kept by name.
+
+Not every v2 line is an amount of memory: the kernel prints every per-node item of
+memory.stat, which includes event counts (``workingset_refault_file``, ``pgdemote_kswapd``,
+``pgpromote_success`` on recent kernels). ``amounts()`` leaves those out.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from numa_exporter.parsers._kv import lines
 
 MAX_DIGITS = 20  # an unsigned 64-bit value; anything longer is malformed
 MAX_NODE = 1 << 16
+# v2 per-node lines that count events rather than measure memory.
+EVENT_PREFIXES = ("workingset_", "pgpromote_", "pgdemote_", "pgsteal", "pgscan", "numa_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,13 @@ class MemoryNumaStat:
             self.error_count,
             self.first_error_line,
         )
+
+    def amounts(self) -> dict[str, dict[int, int]]:
+        """Return the fields that are amounts of memory (bytes, or v1 pages) per node.
+
+        Event counters printed per node by v2 (see ``EVENT_PREFIXES``) are left out.
+        """
+        return {k: v for k, v in self.nodes.items() if not k.startswith(EVENT_PREFIXES)}
 
     def node_ids(self) -> frozenset[int]:
         """Return every node id that appears in any field."""

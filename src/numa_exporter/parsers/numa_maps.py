@@ -192,7 +192,7 @@ def parse_numa_maps_line(line: bytes) -> Mapping:
                 raise NumaMapsError(f"node id out of range in {tok[:40]!r}")
             node = int(key[1:])
             pages[node] = pages.get(node, 0) + n
-        elif key.isidentifier():
+        elif key.isidentifier() and key.islower():  # anon=, dirty=, ... and future fields
             counters.append((key, n))
         else:
             raise NumaMapsError(f"bad field {tok[:40]!r}")

@@ -1,0 +1,255 @@
+"""``numa-exporter inspect PID``: a human diagnosis of one process, no server needed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from numa_exporter.config import Config
+from numa_exporter.model.home import Home, locality
+from numa_exporter.model.snapshot import ProcessSample, SystemSample
+from numa_exporter.parsers.cpulist import format_cpulist
+from numa_exporter.parsers.numa_maps import Kind
+from numa_exporter.parsers.proc_cgroup import parse_proc_cgroup
+from numa_exporter.roots import RootError, Roots
+from numa_exporter.sources.errors import Denied, Gone, SourceError
+
+REMOTE_BAD = 0.5
+REMOTE_WARN = 0.1
+BALANCING = {0: "off", 1: "normal", 2: "memory tiering", 3: "normal + memory tiering"}
+MISMATCH_TEXT = {
+    "memory_not_on_thread_nodes": "memory is bound to nodes where none of its threads run",
+    "threads_bound_memory_free": "threads are bound but memory may land on any node",
+    "accelerator_node_not_allowed": "the accelerator's node is outside the allowed memory nodes",
+    "balancing_with_strict_binding": "numa_balancing is on while the process is strictly bound",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The verdict on one process and the remedy lines to paste."""
+
+    verdict: str  # local | remote | mixed | no-memory
+    summary: str
+    target_nodes: frozenset[int]
+    problems: tuple[str, ...]
+    remedies: tuple[str, ...]
+    ratios: dict[str, float] = field(default_factory=dict)  # home source -> remote ratio
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"numa-exporter inspect: error: {message}\n")
+
+
+def candidate_homes(sample: ProcessSample, system: SystemSample) -> dict[str, frozenset[int]]:
+    """Return every plausible home of the process by source (threads, affinity, ...)."""
+    out: dict[str, frozenset[int]] = {}
+    if sample.home.nodes:
+        out[sample.home.source] = sample.home.nodes
+    accel = frozenset(u.node for u in sample.accelerators if u.node >= 0)
+    if accel:
+        out["accelerator"] = accel
+    if sample.threads_by_node:
+        out.setdefault("threads", frozenset(sample.threads_by_node))
+    if sample.cpus_allowed:
+        out.setdefault("affinity", system.topology.nodes_of_cpus(sample.cpus_allowed))
+    return out
+
+
+def diagnose(sample: ProcessSample, system: SystemSample, unit: str | None) -> Diagnosis:
+    """Return the verdict for a process, with numactl and systemd remedies for its home."""
+    homes = candidate_homes(sample, system)
+    node_bytes = sample.node_bytes()
+    ratios = {src: locality(node_bytes, Home(n, src)).remote_ratio for src, n in homes.items()}
+    total = sum(node_bytes.values())
+    target = sample.home.nodes or frozenset(system.topology.cpu_nodes())
+    ratio = sample.locality.remote_ratio
+    problems = [MISMATCH_TEXT[r] for r, on in sample.mismatches.items() if on]
+    if total == 0:
+        verdict, summary = "no-memory", "no resident memory in numa_maps"
+    elif ratio >= REMOTE_BAD:
+        verdict = "remote"
+        summary = (f"{ratio:.0%} of resident memory is remote to its home node(s) "
+                   f"{format_cpulist(set(target))} (home from {sample.home.source})")
+    elif ratio >= REMOTE_WARN:
+        verdict = "mixed"
+        summary = (f"{ratio:.0%} of resident memory is remote to node(s) "
+                   f"{format_cpulist(set(target))}")
+    else:
+        verdict = "local"
+        summary = (f"{1 - ratio:.0%} of resident memory is local to node(s) "
+                   f"{format_cpulist(set(target))}")
+    remedies: list[str] = []
+    if verdict in ("remote", "mixed") or problems:
+        nodes_s = format_cpulist(set(target))
+        cpus: frozenset[int] = frozenset()
+        for n in target:
+            cpus |= system.topology.cpus.get(n, frozenset())
+        remedies.append(f"numactl --cpunodebind={nodes_s} --membind={nodes_s} -- <command>")
+        if verdict != "local":
+            remote_nodes = sorted(set(node_bytes) - set(target))
+            if remote_nodes:
+                remedies.append(
+                    f"migratepages {sample.pid} {format_cpulist(set(remote_nodes))} {nodes_s}"
+                    "   # move existing pages now (numactl package)"
+                )
+        dropin = ["[Service]", "NUMAPolicy=bind", f"NUMAMask={nodes_s}"]
+        if cpus:
+            dropin.append(f"CPUAffinity={format_cpulist(set(cpus))}")
+        where = (f"/etc/systemd/system/{unit}.d/numa.conf" if unit
+                 else "/etc/systemd/system/<unit>.d/numa.conf")
+        remedies.append(f"# systemd drop-in {where}:\n" + "\n".join(dropin))
+        if sample.mismatches.get("balancing_with_strict_binding"):
+            remedies.append("sysctl -w kernel.numa_balancing=0   # or leave the process unbound")
+    return Diagnosis(verdict, summary, target, tuple(problems), tuple(remedies), ratios)
+
+
+def _unit(config: Config, pid: int) -> tuple[str | None, str | None]:
+    try:
+        data = (config.roots.procfs / str(pid) / "cgroup").read_bytes()
+    except OSError:
+        return None, None
+    cg = parse_proc_cgroup(data)
+    return cg.systemd_path, cg.unit
+
+
+def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[str, Any]:
+    """Return the machine-readable inspection of a process (what ``--json`` prints)."""
+    cg_path, unit = _unit(config, sample.pid)
+    d = diagnose(sample, system, unit)
+    nodes = sorted(set(system.topology.nodes) | set(sample.node_bytes()))
+    table = {
+        str(n): {k.value: sample.memory.get((n, k), 0) for k in Kind} for n in nodes
+    }
+    return {
+        "pid": sample.pid,
+        "comm": sample.comm,
+        "start_time": sample.start_time,
+        "cgroup": cg_path,
+        "unit": unit,
+        "rss_bytes": sample.rss_bytes,
+        "memory_bytes": table,
+        "threads_by_node": {str(k): v for k, v in sorted(sample.threads_by_node.items())},
+        "cpus_allowed": format_cpulist(set(sample.cpus_allowed or ())),
+        "mems_allowed": format_cpulist(set(sample.mems_allowed or ())),
+        "memory_bound": sample.memory_bound,
+        "cpus_bound": sample.cpus_bound,
+        "policies": sample.policy_bytes,
+        "accelerators": [{"device": a.device, "pci_address": a.pci_address, "node": a.node}
+                         for a in sample.accelerators],
+        "home": {"nodes": format_cpulist(set(sample.home.nodes)), "source": sample.home.source},
+        "local_bytes": sample.locality.local_bytes,
+        "remote_bytes": sample.locality.remote_bytes,
+        "remote_ratio": sample.locality.remote_ratio,
+        "remote_ratio_by_home": d.ratios,
+        "numa_balancing": system.balancing_mode,
+        "pages_migrated": sample.pages_migrated,
+        "vmstat_numa_pages_migrated": system.vmstat.get("numa_pages_migrated"),
+        "vmstat_pgmigrate_success": system.vmstat.get("pgmigrate_success"),
+        "mismatches": sample.mismatches,
+        "verdict": d.verdict,
+        "summary": d.summary,
+        "problems": list(d.problems),
+        "remedies": list(d.remedies),
+    }
+
+
+def _mib(b: int) -> str:
+    return f"{b / (1 << 20):10.2f}"
+
+
+def render(rep: dict[str, Any]) -> str:
+    """Return the human-readable inspection text."""
+    out: list[str] = []
+    out.append(f"Process {rep['pid']} ({rep['comm']})"
+               + (f", unit {rep['unit']}" if rep["unit"] else ""))
+    out.append("")
+    kinds = [k.value for k in Kind]
+    out.append("Resident memory by node (MiB)")
+    out.append("node  " + "".join(f"{k:>10}" for k in kinds) + f"{'total':>10}  threads")
+    for node, row in rep["memory_bytes"].items():
+        total = sum(row.values())
+        out.append(f"{node:<6}" + "".join(_mib(row[k]) for k in kinds) + _mib(total)
+                   + f"  {rep['threads_by_node'].get(node, 0):>7}")
+    out.append("")
+    out.append(f"CPU affinity      {rep['cpus_allowed'] or '?'}"
+               f"{'  (bound)' if rep['cpus_bound'] else ''}")
+    out.append(f"Memory allowed    {rep['mems_allowed'] or '?'}"
+               f"{'  (bound)' if rep['memory_bound'] else ''}")
+    pol = ", ".join(f"{k} {v / (1 << 20):.1f} MiB" for k, v in sorted(rep["policies"].items()))
+    out.append(f"Memory policies   {pol or '-'}")
+    if rep["accelerators"]:
+        acc = ", ".join(f"{a['device']} ({a['pci_address']}) on node "
+                        f"{a['node'] if a['node'] >= 0 else 'unknown'}"
+                        for a in rep["accelerators"])
+        out.append(f"Accelerators      {acc}")
+    else:
+        out.append("Accelerators      none open")
+    mode = rep["numa_balancing"]
+    out.append(f"numa_balancing    {mode if mode is not None else 'absent'}"
+               f"{' (' + BALANCING[mode] + ')' if mode in BALANCING else ''}")
+    out.append(f"Pages migrated    process {rep['pages_migrated']}, "
+               f"system numa_pages_migrated {rep['vmstat_numa_pages_migrated']}, "
+               f"pgmigrate_success {rep['vmstat_pgmigrate_success']}")
+    out.append(f"Home nodes        {rep['home']['nodes'] or '-'} (from {rep['home']['source']})")
+    for src, r in rep["remote_ratio_by_home"].items():
+        out.append(f"  remote ratio vs {src:<12} {r:.3f}")
+    out.append("")
+    out.append(f"Verdict: {rep['verdict'].upper()}: {rep['summary']}")
+    for p in rep["problems"]:
+        out.append(f"  - {p}")
+    if rep["remedies"]:
+        out.append("")
+        out.append("Remedy:")
+        for r in rep["remedies"]:
+            out.extend("  " + line for line in r.splitlines())
+    return "\n".join(out) + "\n"
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``inspect``; return 0 on success, 1 when the process cannot be read, 2 on bad use."""
+    from numa_exporter.scanner import Scanner
+
+    p = _Parser(prog="numa-exporter inspect", description="Diagnose one process's placement.")
+    p.add_argument("pid", type=int)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--path.procfs", dest="procfs", default="/proc")
+    p.add_argument("--path.sysfs", dest="sysfs", default="/sys")
+    p.add_argument("--path.rootfs", dest="rootfs", default="/")
+    ns = p.parse_args(list(argv))
+    roots = Roots(Path(ns.procfs), Path(ns.sysfs), Path(ns.rootfs))
+    try:
+        roots.validate()
+    except RootError as exc:
+        p.error(str(exc))
+    from numa_exporter import logs
+
+    logs.configure("error", "logfmt")
+    config = Config(roots=roots, min_resident=0, warmup_scans=1)
+    scanner = Scanner(config)
+    try:
+        sample, system = scanner.sample_one(ns.pid)
+    except Gone:
+        print(f"numa-exporter inspect: process {ns.pid} does not exist", file=sys.stderr)
+        return 1
+    except Denied as exc:
+        print(f"numa-exporter inspect: permission denied reading {exc.path} "
+              "(needs root or CAP_SYS_PTRACE)", file=sys.stderr)
+        return 1
+    except SourceError as exc:
+        print(f"numa-exporter inspect: cannot read process {ns.pid}: {exc}", file=sys.stderr)
+        return 1
+    if sample is None:
+        print(f"numa-exporter inspect: {ns.pid} is a kernel thread (no user memory)",
+              file=sys.stderr)
+        return 1
+    rep = report(sample, system, config)
+    sys.stdout.write(json.dumps(rep, indent=2, sort_keys=True) + "\n" if ns.json
+                     else render(rep))
+    return 0

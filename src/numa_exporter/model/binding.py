@@ -1,0 +1,87 @@
+"""Binding consistency: what the kernel lets an operator get wrong.
+
+All functions are pure: they take what a scan read and return flags.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from numa_exporter.parsers.numa_maps import STRICT_POLICIES
+
+REASONS = (
+    "memory_not_on_thread_nodes",
+    "threads_bound_memory_free",
+    "accelerator_node_not_allowed",
+    "balancing_with_strict_binding",
+)
+STRICT_SHARE = 0.5  # memory counts as bound when this share of its bytes sits in strict policies
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """Bindings of one process and the failure modes they show."""
+
+    memory_nodes: frozenset[int] | None  # nodes memory is restricted to; None: not restricted
+    cpu_nodes: frozenset[int] | None  # nodes CPUs are restricted to; None: not restricted
+    mismatches: dict[str, bool]
+
+    @property
+    def memory_bound(self) -> bool:
+        """Return whether memory is restricted to a subset of the online nodes."""
+        return self.memory_nodes is not None
+
+    @property
+    def cpus_bound(self) -> bool:
+        """Return whether CPU affinity is restricted to a subset of the nodes with CPUs."""
+        return self.cpu_nodes is not None
+
+
+def policy_memory_nodes(policy_nodes: Mapping[tuple[str, frozenset[int]], int],
+                        online: frozenset[int]) -> frozenset[int] | None:
+    """Return the nodes strict policies confine most of the memory to, or None."""
+    total = sum(policy_nodes.values())
+    strict = {k: b for k, b in policy_nodes.items() if k[0] in STRICT_POLICIES and k[1]}
+    strict_bytes = sum(strict.values())
+    if not total or strict_bytes / total < STRICT_SHARE:
+        return None
+    nodes: frozenset[int] = frozenset()
+    for (_, ns), b in strict.items():
+        if b:
+            nodes |= ns
+    nodes &= online
+    return nodes if nodes and nodes != online else None
+
+
+def analyse(
+    *,
+    online: frozenset[int],
+    cpu_nodes_online: frozenset[int],
+    policy_nodes: Mapping[tuple[str, frozenset[int]], int],
+    mems_allowed: frozenset[int] | None,
+    affinity_nodes: frozenset[int] | None,
+    thread_nodes: frozenset[int],
+    accelerator_nodes: frozenset[int],
+    balancing_mode: int | None,
+) -> Binding:
+    """Return the process's bindings and, per reason in REASONS, whether it applies."""
+    mem = policy_memory_nodes(policy_nodes, online)
+    if mems_allowed is not None:
+        allowed = mems_allowed & online
+        if allowed and allowed != online:
+            mem = allowed if mem is None else (mem & allowed) or allowed
+    cpu: frozenset[int] | None = None
+    if affinity_nodes is not None and affinity_nodes and affinity_nodes != cpu_nodes_online:
+        cpu = affinity_nodes
+    allowed_mem = mem if mem is not None else online
+    known_accel = frozenset(n for n in accelerator_nodes if n >= 0)
+    mismatches = {
+        "memory_not_on_thread_nodes": bool(mem is not None and thread_nodes
+                                           and not (mem & thread_nodes)),
+        "threads_bound_memory_free": cpu is not None and mem is None,
+        "accelerator_node_not_allowed": bool(known_accel and not (known_accel & allowed_mem)),
+        "balancing_with_strict_binding": bool(balancing_mode and balancing_mode & 1
+                                              and (mem is not None or cpu is not None)),
+    }
+    return Binding(mem, cpu, mismatches)

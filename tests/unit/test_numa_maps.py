@@ -1,0 +1,144 @@
+"""numa_maps parser: every line format the kernel writes, and malformed input."""
+
+from __future__ import annotations
+
+import pytest
+
+from numa_exporter.parsers.numa_maps import (
+    Kind,
+    NumaMapsError,
+    parse_numa_maps,
+    parse_numa_maps_line,
+)
+
+MiB = 1 << 20
+
+
+def test_bound_anonymous_line() -> None:
+    m = parse_numa_maps_line(
+        b"7fc6258f4000 bind:1 anon=65538 dirty=65538 active=0 N1=65538 kernelpagesize_kB=4\n"
+    )
+    assert m.address == 0x7FC6258F4000
+    assert (m.policy.name, m.policy.nodes) == ("bind", frozenset({1}))
+    assert m.kind is Kind.ANON
+    assert m.bytes_by_node == {1: 65538 * 4096}
+    assert dict(m.counters) == {"anon": 65538, "dirty": 65538, "active": 0}
+
+
+def test_hugetlb_counts_huge_pages() -> None:
+    m = parse_numa_maps_line(
+        rb"7f4a06200000 bind:1 file=/anon_hugepage\040(deleted) huge anon=32 dirty=32 N1=32"
+        rb" kernelpagesize_kB=2048"
+    )
+    assert m.kind is Kind.HUGETLB
+    assert m.path == "/anon_hugepage (deleted)"
+    assert m.total_bytes == 64 * MiB
+
+
+def test_gigantic_pages() -> None:
+    m = parse_numa_maps_line(b"7f0000000000 default file=/mnt/huge/x huge N0=2 "
+                             b"kernelpagesize_kB=1048576")
+    assert m.bytes_by_node == {0: 2 << 30}
+
+
+@pytest.mark.parametrize(
+    ("policy", "name", "flags", "nodes"),
+    [
+        ("default", "default", set(), set()),
+        ("local", "local", set(), set()),
+        ("prefer:1", "prefer", set(), {1}),
+        ("bind:0-1", "bind", set(), {0, 1}),
+        ("interleave:0,2-3", "interleave", set(), {0, 2, 3}),
+        ("weighted interleave:0-1", "weighted_interleave", set(), {0, 1}),
+        ("prefer (many):0-1", "prefer_many", set(), {0, 1}),
+        ("bind=static:1", "bind", {"static"}, {1}),
+        ("prefer=relative:1", "prefer", {"relative"}, {1}),
+        ("bind=balancing:0", "bind", {"balancing"}, {0}),
+        ("bind=static|balancing:0", "bind", {"static", "balancing"}, {0}),
+        ("weighted interleave=static:0-3", "weighted_interleave", {"static"}, {0, 1, 2, 3}),
+    ],
+)
+def test_policies(policy: str, name: str, flags: set[str], nodes: set[int]) -> None:
+    m = parse_numa_maps_line(f"7f00 {policy} anon=2 dirty=2 N0=1 N1=1 kernelpagesize_kB=4"
+                             .encode())
+    assert m.policy.name == name
+    assert m.policy.flags == flags
+    assert m.policy.nodes == nodes
+    assert m.total_bytes == 8192
+
+
+@pytest.mark.parametrize(
+    ("path_field", "kind", "path"),
+    [
+        (rb"file=/opt/my\040dir/lib.so", Kind.FILE, "/opt/my dir/lib.so"),
+        (rb"file=/a\075b\134c", Kind.FILE, "/a=b\\c"),
+        (b"file=/dev/shm/pool", Kind.SHMEM, "/dev/shm/pool"),
+        (rb"file=/SYSV00000000\040(deleted)", Kind.SHMEM, "/SYSV00000000 (deleted)"),
+        (rb"file=/memfd:kvpool\040(deleted)", Kind.SHMEM, "/memfd:kvpool (deleted)"),
+        (rb"file=/dev/zero\040(deleted)", Kind.SHMEM, "/dev/zero (deleted)"),
+        (b"heap", Kind.ANON, None),
+        (b"stack", Kind.ANON, None),
+    ],
+)
+def test_kinds_and_paths(path_field: bytes, kind: Kind, path: str | None) -> None:
+    m = parse_numa_maps_line(b"55a9 default " + path_field + b" mapped=3 N0=3 kernelpagesize_kB=4")
+    assert m.kind is kind
+    assert m.path == path
+
+
+def test_untouched_mapping_has_no_pages() -> None:
+    m = parse_numa_maps_line(b"7fff2f9a4000 bind:1")
+    assert m.total_bytes == 0
+    assert m.page_size == 0
+
+
+def test_every_counter_is_kept() -> None:
+    m = parse_numa_maps_line(
+        b"1000 default file=/x anon=1 dirty=1 mapped=5 mapmax=3 swapcache=1 active=2 "
+        b"writeback=1 N0=5 kernelpagesize_kB=4"
+    )
+    assert dict(m.counters) == {"anon": 1, "dirty": 1, "mapped": 5, "mapmax": 3,
+                                "swapcache": 1, "active": 2, "writeback": 1}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"zzzz default N0=1 kernelpagesize_kB=4",
+        b"1000 default N1=abc kernelpagesize_kB=4",
+        b"1000 default Nx=5 kernelpagesize_kB=4",
+        b"1000 default N0=5",
+        b"1000 default N0=5 kernelpagesize_kB=0",
+        b"1000 sometimes N0=5 kernelpagesize_kB=4",
+        b"1000 bind=weird:1 N0=5 kernelpagesize_kB=4",
+        b"1000 bind:1-0 N0=5 kernelpagesize_kB=4",
+        b"1000",
+        b"1000 default N0=" + b"9" * 5000 + b" kernelpagesize_kB=4",
+        b"1000 default N99999999=1 kernelpagesize_kB=4",
+        "1000 default N0=\u00b2 kernelpagesize_kB=4".encode(),
+    ],
+)
+def test_malformed_lines_raise_parse_error(line: bytes) -> None:
+    with pytest.raises(NumaMapsError):
+        parse_numa_maps_line(line)
+
+
+def test_file_totals_count_errors_and_keep_going() -> None:
+    text = [
+        b"55a921438000 bind:1 heap anon=3 dirty=3 active=0 N1=3 kernelpagesize_kB=4\n",
+        b"garbage here\n",
+        b"7fc635ac6000 bind:1 file=/usr/lib/libc.so.6 mapped=37 mapmax=4 N0=37 "
+        b"kernelpagesize_kB=4\n",
+        b"\n",
+        b"7f4a06200000 bind:1 file=/anon_hugepage\\040(deleted) huge anon=32 dirty=32 N1=32 "
+        b"kernelpagesize_kB=2048\n",
+        b"1000 default N0=abc kernelpagesize_kB=4\n",
+    ]
+    r = parse_numa_maps(text)
+    assert r.error_count == 2
+    assert [e.lineno for e in r.errors] == [2, 6]
+    assert r.mappings == 3
+    assert r.bytes == {(1, Kind.ANON): 3 * 4096, (0, Kind.FILE): 37 * 4096,
+                       (1, Kind.HUGETLB): 32 * 2 * MiB}
+    assert r.node_bytes() == {0: 37 * 4096, 1: 3 * 4096 + 64 * MiB}
+    assert r.policy_bytes == {"bind": 3 * 4096 + 37 * 4096 + 64 * MiB}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs everything the test suite needs (Debian packages, a virtualenv with the project and
+# its dev extras) and runs the whole suite: parser and collector tests on fixture roots,
+# end-to-end runs of the real daemon over HTTP, a real Prometheus/promtool, and the real-kernel
+# tier (2- and 4-node Linux guests under QEMU).
+#   bash tools/test.sh            # everything
+#   bash tools/test.sh -m 'not realkernel'   # extra pytest arguments are passed through
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(prometheus qemu-system-x86 busybox-static numactl cpio systemd curl)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  echo "installing Debian packages: ${missing[*]}"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e '.[dev]'
+
+.venv/bin/ruff check src tests
+.venv/bin/mypy
+exec .venv/bin/python -m pytest "$@"
