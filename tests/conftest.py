@@ -1,0 +1,111 @@
+"""Shared test helpers: fixture roots, a running daemon, scraping and the golden switch."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+ROOTS = TESTS / "fixtures" / "roots"
+REPO = TESTS.parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite golden exposition files from the current output")
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden")) or os.environ.get(
+        "UPDATE_GOLDEN") == "1"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def exporter_command() -> list[str]:
+    """Return the installed console script when present, else ``python -m numa_exporter``."""
+    script = shutil.which("numa-exporter", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-m", "numa_exporter"]
+
+
+def scrape(url: str, timeout: float = 5.0) -> str:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        return str(resp.read().decode())
+
+
+@dataclass
+class Daemon:
+    proc: subprocess.Popen[bytes]
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def metrics(self) -> str:
+        return scrape(self.url + "/metrics")
+
+    def wait_scans(self, n: int, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited {self.proc.returncode}: "
+                                     f"{self.log_path.read_text()[-2000:]}")
+            try:
+                last = self.metrics()
+            except OSError:
+                time.sleep(0.1)
+                continue
+            for line in last.splitlines():
+                if line.startswith("numa_exporter_scans_total ") and float(line.split()[1]) >= n:
+                    return last
+            time.sleep(0.1)
+        raise AssertionError(f"no {n} scans within {timeout}s; log: "
+                             f"{self.log_path.read_text()[-2000:]}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def start_daemon(tmp_path: Path) -> Iterator[object]:
+    started: list[Daemon] = []
+
+    def _start(*args: str, user: str | None = None) -> Daemon:
+        port = free_port()
+        log_path = tmp_path / f"daemon-{port}.log"
+        cmd = [*exporter_command(), f"--web.listen-address=127.0.0.1:{port}", *args]
+        if user:
+            cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        d = Daemon(proc, port, log_path)
+        started.append(d)
+        return d
+
+    yield _start
+    for d in started:
+        d.stop()
