@@ -51,3 +51,26 @@ def test_small_parsers_never_raise(data: bytes) -> None:
 @given(st.frozensets(st.integers(min_value=0, max_value=300), max_size=40))
 def test_cpulist_round_trip(ids: frozenset[int]) -> None:
     assert parse_cpulist(format_cpulist(set(ids))) == ids
+
+
+@settings(max_examples=500)
+@given(st.lists(LINE, max_size=15))
+def test_fast_totals_agree_with_line_parser(lines: list[bytes]) -> None:
+    """The streamed totals equal the sum of the detailed per-line parser's results."""
+    from numa_exporter.parsers.numa_maps import NumaMapsError, parse_numa_maps_line
+
+    expect: dict[tuple[int, object], int] = {}
+    ok = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            m = parse_numa_maps_line(line)
+        except NumaMapsError:
+            continue
+        ok += 1
+        for node, b in m.bytes_by_node.items():
+            expect[(node, m.kind)] = expect.get((node, m.kind), 0) + b
+    r = parse_numa_maps(lines)
+    assert r.mappings == ok
+    assert {k: v for k, v in r.bytes.items() if v} == {k: v for k, v in expect.items() if v}

@@ -50,6 +50,8 @@ STRICT_POLICIES = frozenset({"bind", "interleave", "weighted_interleave", "prefe
 SHMEM_PREFIXES = ("/dev/shm/", "/run/shm/", "/SYSV", "/memfd:", "/dev/zero", "/i915", "/drm mm")
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 _MAX_NODE = 1 << 12
+_COUNTER_KEY = re.compile(r"[a-z][a-z0-9_]*")
+_COUNTER_KEY_B = re.compile(rb"[a-z][a-z0-9_]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +194,7 @@ def parse_numa_maps_line(line: bytes) -> Mapping:
                 raise NumaMapsError(f"node id out of range in {tok[:40]!r}")
             node = int(key[1:])
             pages[node] = pages.get(node, 0) + n
-        elif key.isidentifier() and key.islower():  # anon=, dirty=, ... and future fields
+        elif _COUNTER_KEY.fullmatch(key):  # anon=, dirty=, ... and future fields
             counters.append((key, n))
         else:
             raise NumaMapsError(f"bad field {tok[:40]!r}")
@@ -249,6 +251,105 @@ class NumaMaps:
 MAX_KEPT_ERRORS = 5
 
 
+_SHMEM_PREFIXES_B = tuple(p.encode() for p in SHMEM_PREFIXES)
+
+
+def _kind_b(path: bytes | None, huge: bool) -> Kind:
+    """Return :func:`classify` of a still-escaped path (escapes never touch the prefixes)."""
+    if huge:
+        return Kind.HUGETLB
+    if path is None:
+        return Kind.ANON
+    return Kind.SHMEM if path.startswith(_SHMEM_PREFIXES_B) else Kind.FILE
+
+
+def _policy_cached(cache: dict[bytes, Policy], raw: bytes) -> Policy:
+    pol = cache.get(raw)
+    if pol is None:
+        pol = _parse_policy(raw.decode("ascii", "surrogateescape"))
+        if len(cache) < 256:
+            cache[raw] = pol
+    return pol
+
+
+# The kernel's own field order; a line that does not fit goes to the token parser below.
+_LINE_RE = re.compile(
+    rb"[0-9a-f]{1,16} (weighted interleave\S*|prefer \(many\)\S*|\S+)"
+    rb"(?: file=(\S+)| heap| stack)?( huge)?(?: [a-z][a-z0-9_]*=\d{1,20})*"
+    rb"((?: N\d{1,4}=\d{1,20})*) kernelpagesize_kB=([1-9]\d{0,19})"
+)
+_NODE_RE = re.compile(rb" N(\d+)=(\d+)")
+
+
+def _regex_line(line: bytes, cache: dict[bytes, Policy]
+                ) -> tuple[Policy, Kind, int, list[tuple[int, int]]] | None:
+    """Return what :func:`_token_line` returns for a line in the kernel's order, else None."""
+    m = _LINE_RE.fullmatch(line)
+    if m is None:
+        return None
+    raw_pol, path, huge, nodes_b, kps = m.groups()
+    pages = [(int(a), int(b)) for a, b in _NODE_RE.findall(nodes_b)]
+    if any(n > _MAX_NODE for n, _ in pages):
+        return None
+    return _policy_cached(cache, raw_pol), _kind_b(path, bool(huge)), int(kps) * 1024, pages
+
+
+def _token_line(line: bytes, cache: dict[bytes, Policy]
+               ) -> tuple[Policy, Kind, int, list[tuple[int, int]]]:
+    """Return (policy, kind, page size, [(node, pages)]) of a line; NumaMapsError if bad.
+
+    Agrees with :func:`parse_numa_maps_line` (a property test holds them together) but does
+    not build a Mapping or keep counters.
+    """
+    parts = line.split(b" ")
+    if len(parts) < 2 or not parts[0]:
+        raise NumaMapsError("no policy after address")
+    try:
+        int(parts[0], 16)
+    except ValueError:
+        raise NumaMapsError("address is not hexadecimal") from None
+    i = 2
+    raw_pol = parts[1]
+    if raw_pol in (b"weighted", b"prefer") and len(parts) > 2 and (
+        (raw_pol == b"weighted" and parts[2].startswith(b"interleave"))
+        or (raw_pol == b"prefer" and parts[2].startswith(b"(many)"))
+    ):
+        raw_pol = raw_pol + b" " + parts[2]
+        i = 3
+    policy = _policy_cached(cache, raw_pol)
+    huge = False
+    path: bytes | None = None
+    page_kb = -1
+    pages: list[tuple[int, int]] = []
+    for tok in parts[i:]:
+        if not tok:
+            continue
+        if tok.startswith(b"file="):
+            path = tok[5:]
+            continue
+        if tok == b"huge":
+            huge = True
+            continue
+        if tok == b"heap" or tok == b"stack":
+            continue
+        key, eq, val = tok.partition(b"=")
+        if not eq or not val.isdigit() or len(val) > 20:
+            raise NumaMapsError(f"bad field {tok[:40]!r}")
+        if key[:1] == b"N" and key[1:].isdigit():
+            if len(key) > 6 or int(key[1:]) > _MAX_NODE:
+                raise NumaMapsError(f"node id out of range in {tok[:40]!r}")
+            pages.append((int(key[1:]), int(val)))
+        elif key == b"kernelpagesize_kB":
+            page_kb = int(val)
+        elif not _COUNTER_KEY_B.fullmatch(key):
+            raise NumaMapsError(f"bad field {tok[:40]!r}")
+    if pages and page_kb < 0:
+        raise NumaMapsError("node pages without kernelpagesize_kB")
+    if page_kb == 0:
+        raise NumaMapsError("kernelpagesize_kB is zero")
+    return policy, _kind_b(path, huge), max(page_kb, 0) * 1024, pages
+
+
 def parse_numa_maps(lines: Iterable[bytes]) -> NumaMaps:
     """Return the totals of a numa_maps text given line by line; malformed lines are counted."""
     by: dict[tuple[int, Kind], int] = {}
@@ -256,13 +357,16 @@ def parse_numa_maps(lines: Iterable[bytes]) -> NumaMaps:
     pol_nodes: dict[tuple[str, frozenset[int]], int] = {}
     flags: set[str] = set()
     errors: list[ParseError] = []
+    cache: dict[bytes, Policy] = {}
     n_err = 0
     n_map = 0
-    for lineno, line in enumerate(lines, 1):
+    for lineno, raw in enumerate(lines, 1):
+        line = raw.rstrip(b"\n")
         if not line.strip():
             continue
         try:
-            m = parse_numa_maps_line(line)
+            hit = _regex_line(line, cache)
+            policy, kind, page_size, pages = hit or _token_line(line, cache)
         except NumaMapsError as exc:
             n_err += 1
             if len(errors) < MAX_KEPT_ERRORS:
@@ -271,15 +375,16 @@ def parse_numa_maps(lines: Iterable[bytes]) -> NumaMaps:
                 )
             continue
         n_map += 1
-        flags.update(m.policy.flags)
+        if policy.flags:
+            flags.update(policy.flags)
         total = 0
-        for node, pages in m.pages_by_node:
-            b = pages * m.page_size
-            key = (node, m.kind)
+        for node, n in pages:
+            b = n * page_size
+            key = (node, kind)
             by[key] = by.get(key, 0) + b
             total += b
-        pol[m.policy.name] = pol.get(m.policy.name, 0) + total
-        pk = (m.policy.name, m.policy.nodes)
+        pol[policy.name] = pol.get(policy.name, 0) + total
+        pk = (policy.name, policy.nodes)
         pol_nodes[pk] = pol_nodes.get(pk, 0) + total
     return NumaMaps(
         bytes=by,

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from numa_exporter.sources.errors import Gone, ReadFailed
+from numa_exporter.sources.errors import Gone, ReadFailed, SourceError
 from numa_exporter.sources.files import read_small
 
 Layout = Literal["unified", "hybrid", "legacy", "none"]
@@ -46,13 +46,16 @@ class CgroupLayout:
 
     layout: Layout
     v2_root: Path | None = None
-    v2_controllers: frozenset[str] = frozenset()
+    v2_controllers: frozenset[str] | None = frozenset()  # None: cgroup.controllers unreadable
     v1_roots: dict[str, Path] = field(default_factory=dict)
 
     def version_for(self, controller: str) -> int | None:
         """Return 2 or 1 for the hierarchy that serves ``controller``, None if neither does."""
-        if self.v2_root is not None and controller in self.v2_controllers:
-            return 2
+        if self.v2_root is not None:
+            if self.v2_controllers is None and controller not in self.v1_roots:
+                return 2
+            if self.v2_controllers is not None and controller in self.v2_controllers:
+                return 2
         if controller in self.v1_roots:
             return 1
         return None
@@ -72,11 +75,16 @@ def detect_layout(cgroup_root: Path, controllers: tuple[str, ...] = ("memory", "
         v2_root, layout = cgroup_root, "unified"
     elif (cgroup_root / "unified" / "cgroup.controllers").is_file():
         v2_root = cgroup_root / "unified"
-    v2_controllers: frozenset[str] = frozenset()
+    v2_controllers: frozenset[str] | None = frozenset()
     if v2_root is not None:
-        data = _read(v2_root / "cgroup.controllers", "cgroup")
-        if data is not None:
-            v2_controllers = frozenset(data.decode("ascii", "replace").split())
+        try:
+            data = _read(v2_root / "cgroup.controllers", "cgroup")
+        except SourceError:
+            data = None
+        # Unreadable (it is world-readable on every kernel, so this is a sandbox quirk):
+        # let v2 serve whatever v1 does not.
+        v2_controllers = (frozenset(data.decode("ascii", "replace").split())
+                          if data is not None else None)
     v1_roots: dict[str, Path] = {}
     if layout != "unified":
         for c in controllers:
