@@ -47,7 +47,7 @@ _MULTIWORD = ("weighted interleave", "prefer (many)")
 STRICT_POLICIES = frozenset({"bind", "interleave", "weighted_interleave", "prefer_many"})
 
 # Paths (after unescaping) whose mappings are shared memory rather than ordinary files.
-SHMEM_PREFIXES = ("/dev/shm/", "/run/shm/", "/SYSV", "/memfd:", "/dev/zero", "/i915", "/drm mm")
+SHMEM_PREFIXES = ("/dev/shm/", "/run/shm/", "/SYSV", "/memfd:", "/dev/zero", "/i915")
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 _MAX_NODE = 1 << 12
 _COUNTER_KEY = re.compile(r"[a-z][a-z0-9_]*")
