@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+import structlog
 from prometheus_client.registry import CollectorRegistry
 
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
 from numa_exporter.sampler import Sampler
 from numa_exporter.scanner import Scanner
+from numa_exporter.sources.accelerators import (
+    AcceleratorSource,
+    FixtureAcceleratorSource,
+    TopologyEvent,
+    UdevAcceleratorSource,
+    watch_topology,
+)
+
+log = structlog.get_logger()
 
 
 @dataclass(slots=True)
@@ -18,19 +29,44 @@ class App:
 
     config: Config
     sampler: Sampler
+    watch: Any = field(default=None)
 
     def start(self) -> None:
-        """Start the sampler (the first scan begins at once)."""
+        """Start the sampler (the first scan begins at once) and the hotplug watch."""
         self.sampler.start()
+        if self.config.accelerator_records is None:
+            self.watch = watch_topology(self._on_event)
+
+    def _on_event(self, event: TopologyEvent) -> None:
+        log.info("topology event", action=event.action, subsystem=event.subsystem,
+                 device=event.sys_name)
+        self.sampler.topology_changed()
 
     def stop(self) -> None:
-        """Stop the sampler."""
+        """Stop the sampler and the watch."""
+        if self.watch is not None:
+            self.watch.stop()
         self.sampler.stop()
+
+
+def accelerator_source(config: Config) -> AcceleratorSource | None:
+    """Return the accelerator source the config asks for (None when udev is unusable)."""
+    if not config.enabled("accelerator"):
+        return None
+    if config.accelerator_records is not None:
+        return FixtureAcceleratorSource(config.accelerator_records, config.roots.procfs,
+                                        include_rdma=config.accelerator_rdma)
+    try:
+        return UdevAcceleratorSource(config.roots.procfs, config.roots.sysfs,
+                                     include_rdma=config.accelerator_rdma)
+    except Exception as err:  # no libudev in a slim container: run without accelerators
+        log.warning("udev unavailable; accelerators not discovered", error=str(err))
+        return None
 
 
 def build_app(config: Config, registry: CollectorRegistry) -> App:
     """Return the exporter's parts with the collector registered on ``registry``."""
-    scanner = Scanner(config)
+    scanner = Scanner(config, accelerators=accelerator_source(config))
     sampler = Sampler(scanner, config.scan_interval)
     registry.register(SnapshotCollector(lambda: sampler.snapshot, config))
     return App(config, sampler)

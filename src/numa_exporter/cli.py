@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="never scan processes whose comm or cmdline matches this regex")
     a("--config.file", dest="config_file", default=None,
       help="TOML file pinning home nodes or accelerators per process (see README)")
+    a("--accelerator.records", dest="records", default=None,
+      help="read accelerators from this udev records JSON (numa-exporter udev-dump) instead "
+           "of udev: for hosts or containers without udev, and for tests")
     a("--accelerator.rdma", dest="rdma", action=argparse.BooleanOptionalAction, default=False,
       help="count RDMA/high-speed NICs as accelerators (default off)")
     a("--drift.warmup-age", dest="warmup_age", type=_duration, default=300.0,
@@ -144,6 +147,8 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) ->
     budget = ns.budget if ns.budget is not None else min(ns.interval * 2 / 3, 10.0)
     home_pins: tuple[HomePin, ...] = ()
     accel_pins: tuple[AcceleratorPin, ...] = ()
+    if ns.records and not Path(ns.records).is_file():
+        parser.error(f"--accelerator.records={ns.records}: not a file")
     if ns.config_file:
         try:
             home_pins, accel_pins = load_pins(Path(ns.config_file))
@@ -165,6 +170,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) ->
         home_pins=home_pins,
         accelerator_pins=accel_pins,
         accelerator_rdma=ns.rdma,
+        accelerator_records=Path(ns.records) if ns.records else None,
         warmup_age=ns.warmup_age,
         warmup_scans=max(ns.warmup_scans, 1),
         warmup_rss_tolerance=ns.rss_tolerance,
@@ -210,6 +216,13 @@ def run_daemon(config: Config) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``numa-exporter`` command; return the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "udev-dump":
+        import json
+
+        from numa_exporter.sources.accelerators import UdevAcceleratorSource
+
+        print(json.dumps(UdevAcceleratorSource().dump(), indent=2, sort_keys=True))
+        return 0
     if args and args[0] == "inspect":
         from numa_exporter.inspect import main as inspect_main
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from numa_exporter.roots import Roots
 
@@ -87,6 +88,7 @@ class Config:
     home_pins: tuple[HomePin, ...] = ()
     accelerator_pins: tuple[AcceleratorPin, ...] = ()
     accelerator_rdma: bool = False
+    accelerator_records: Path | None = None
     warmup_age: float = 300.0
     warmup_scans: int = 4
     warmup_rss_tolerance: float = 0.05

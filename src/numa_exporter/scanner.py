@@ -11,21 +11,33 @@ from typing import Protocol
 
 import structlog
 
+from numa_exporter.cgroups import read_cgroups
 from numa_exporter.config import Config
 from numa_exporter.model.binding import analyse
 from numa_exporter.model.drift import DriftTracker, WarmupRule
 from numa_exporter.model.home import home_for, locality
-from numa_exporter.model.snapshot import ExporterStats, ProcessSample, Snapshot, SystemSample
+from numa_exporter.model.snapshot import (
+    AcceleratorUse,
+    CgroupSample,
+    ExporterStats,
+    ProcessSample,
+    Snapshot,
+    SystemSample,
+)
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import NumaMaps, parse_numa_maps
 from numa_exporter.parsers.pid_sched import parse_pid_sched
 from numa_exporter.parsers.pid_stat import parse_pid_stat
 from numa_exporter.parsers.pid_status import PidStatus, parse_pid_status
+from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
 from numa_exporter.parsers.stat import parse_btime
+from numa_exporter.sources.accelerators import AcceleratorSource
+from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 from numa_exporter.sources.sysfs import NodeSysFS
 from numa_exporter.system import read_system, read_topology
+from numa_exporter.usage import AcceleratorMap, pinned_home
 
 log = structlog.get_logger("numa_exporter.scanner")
 
@@ -86,8 +98,12 @@ class Scanner:
         placement: PlacementReader = read_numa_maps,
         clock: Callable[[], float] = time.monotonic,
         procfs: ProcFS | None = None,
+        accelerators: AcceleratorSource | None = None,
     ) -> None:
         self.config = config
+        self.accel = AcceleratorMap(accelerators, config)
+        self.cgroupfs = CgroupFS(config.roots.sysfs) if config.enabled("cgroup") else None
+        self._groups: list[ProcCgroup] = []
         self.proc = procfs or ProcFS(config.roots.procfs)
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.placement = placement
@@ -130,17 +146,24 @@ class Scanner:
     def refresh_topology(self) -> Topology:
         """Return the topology read anew from sysfs (start-up and hotplug)."""
         self.topology = read_topology(self.nodes, self.parse_error, self.read_error)
+        if self.config.enabled("accelerator"):
+            self.accel.refresh()
         return self.topology
 
     # --- selection ---------------------------------------------------------------------
+    @staticmethod
+    def _texts(files: ProcessFiles, comm: str) -> tuple[str, str]:
+        """Return (comm, cmdline) for matching regexes; cmdline is empty when unreadable."""
+        cmdline = ""
+        with contextlib.suppress(SourceError):
+            cmdline = files.cmdline().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        return comm, cmdline
+
     def _matches(self, files: ProcessFiles, comm: str) -> bool:
         inc, exc = self.config.include, self.config.exclude
         if inc is None and exc is None:
             return True
-        cmdline = ""
-        with contextlib.suppress(SourceError):
-            cmdline = files.cmdline().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-        texts = (comm, cmdline)
+        texts = self._texts(files, comm)
         if inc is not None and not any(inc.search(t) for t in texts if t):
             return False
         return not (exc is not None and any(exc.search(t) for t in texts if t))
@@ -262,7 +285,34 @@ class Scanner:
             use = [(n, 1.0) for n, _ in weights]
         allowed = cand.status.cpus_allowed
         affinity = topo.nodes_of_cpus(allowed) if allowed else None
-        home = home_for(use, affinity)
+        cfg = self.config
+        texts: tuple[str, ...] = (stat.comm,)
+        if cfg.home_pins or cfg.accelerator_pins:
+            texts = self._texts(files, stat.comm)
+        uses: tuple[AcceleratorUse, ...] = ()
+        if cfg.enabled("accelerator"):
+            try:
+                uses = self.accel.uses(cand.pid, texts)
+            except Gone:
+                raise
+            except SourceError as err:
+                self.read_error(err)
+        accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
+        home = home_for(use, affinity, pinned_home(cfg, texts), accel_nodes)
+        if cfg.enabled("cgroup"):
+            try:
+                cg = parse_proc_cgroup(files.cgroup())
+                if cg.error_count:
+                    self.parse_error("cgroup", f"{files.path}/cgroup")
+                self._groups.append(cg)
+                cgroup_path: str | None = cg.path_for("memory")
+            except Gone:
+                raise
+            except SourceError as err:
+                self.read_error(err)
+                cgroup_path = None
+        else:
+            cgroup_path = None
         node_bytes = maps.node_bytes()
         loc = locality(node_bytes, home)
         start_time = self._boot_time() + stat.starttime / CLK_TCK
@@ -275,7 +325,7 @@ class Scanner:
                 mems_allowed=cand.status.mems_allowed,
                 affinity_nodes=affinity,
                 thread_nodes=frozenset(threads_by_node),
-                accelerator_nodes=frozenset(),
+                accelerator_nodes=accel_nodes,
                 balancing_mode=system.balancing_mode,
             )
         drift = None
@@ -297,6 +347,8 @@ class Scanner:
             scan_seconds=self.clock() - t0,
             cpus_allowed=cand.status.cpus_allowed,
             mems_allowed=cand.status.mems_allowed,
+            cgroup=cgroup_path,
+            accelerators=uses,
             memory_bound=binding.memory_bound if binding else None,
             cpus_bound=binding.cpus_bound if binding else None,
             mismatches=binding.mismatches if binding else {},
@@ -347,6 +399,7 @@ class Scanner:
         )
         samples: list[ProcessSample] = []
         pending: list[int] = []
+        self._groups = []
         if cfg.enabled("process"):
             try:
                 cands = self._candidates(states)
@@ -379,6 +432,9 @@ class Scanner:
                     continue
                 states["scanned"] += 1
                 samples.append(sample)
+        cgroups: tuple[CgroupSample, ...] = ()
+        if self.cgroupfs is not None:
+            cgroups = read_cgroups(self.cgroupfs, self._groups, self.parse_error, self.read_error)
         states["skipped"] += len(pending)
         self.state.budget_skipped_total += len(pending)
         self.state.pending = pending
@@ -406,7 +462,8 @@ class Scanner:
         log.info("scan", processes=states["scanned"], skipped=states["skipped"],
                  denied=states["denied"], gone=states["gone"], pending=len(pending),
                  seconds=round(duration, 4))
-        return Snapshot(system=system, processes=tuple(samples), stats=stats)
+        return Snapshot(system=system, processes=tuple(samples), stats=stats,
+                        accelerators=self.accel.exported(), cgroups=cgroups)
 
     def _forget(self) -> None:
         """Drop per-process state of processes that are no longer listed."""

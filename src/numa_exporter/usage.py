@@ -1,0 +1,82 @@
+"""Which accelerators each process uses, and which home nodes the config pins for it."""
+
+from __future__ import annotations
+
+import structlog
+
+from numa_exporter.config import Config
+from numa_exporter.model.snapshot import AcceleratorDevice, AcceleratorUse
+from numa_exporter.sources.accelerators import Accelerator, AcceleratorSource
+from numa_exporter.sources.errors import Gone, SourceError
+from numa_exporter.sources.process_fds import open_device_files
+
+log = structlog.get_logger()
+
+
+class AcceleratorMap:
+    """The machine's accelerators (re-listed on topology changes) and per-process lookups."""
+
+    def __init__(self, source: AcceleratorSource | None, config: Config) -> None:
+        self.source = source
+        self.config = config
+        self.devices: tuple[Accelerator, ...] = ()
+        self._by_pci: dict[str, Accelerator] = {}
+
+    def refresh(self) -> tuple[Accelerator, ...]:
+        """Return the accelerators discovered anew (none when discovery fails, logged)."""
+        if self.source is None:
+            return ()
+        try:
+            self.devices = self.source.list()
+        except Exception as err:  # udev unavailable or a broken fixture: keep serving
+            log.warning("accelerator discovery failed", error=str(err))
+            self.devices = ()
+        self._by_pci = {a.pci_address: a for a in self.devices}
+        return self.devices
+
+    def exported(self) -> tuple[AcceleratorDevice, ...]:
+        """Return the accelerators as snapshot values."""
+        return tuple(AcceleratorDevice(a.device, a.pci_address, a.vendor, a.driver, a.node)
+                     for a in self.devices)
+
+    def uses(self, pid: int, texts: tuple[str, ...]) -> tuple[AcceleratorUse, ...]:
+        """Return the accelerators a process has open, plus those pinned to it by config.
+
+        Raises Gone when the process vanished; Denied when its fd folder is unreadable.
+        """
+        found: dict[str, Accelerator] = {}
+        for pin in self.config.accelerator_pins:
+            if any(pin.match.search(t) for t in texts if t):
+                for addr in pin.pci_addresses:
+                    a = self._by_pci.get(addr.lower())
+                    if a is not None:
+                        found[a.pci_address] = a
+        if self.source is not None and self.devices:
+            try:
+                fds = open_device_files(self.config.roots.procfs, pid)
+            except Gone:
+                if not (self.config.roots.procfs / str(pid) / "status").exists():
+                    raise
+                fds = ()  # the process is there without an fd folder (a partial tree)
+            except SourceError:
+                fds = ()
+                if not found:
+                    raise
+            for fd in fds:
+                a = None
+                if fd.rdev is not None:
+                    a = self.source.device_for_rdev("char", *fd.rdev)
+                if a is None:
+                    a = self.source.device_for_devname(fd.path)
+                if a is not None:
+                    found[a.pci_address] = a
+        return tuple(AcceleratorUse(a.device, a.pci_address, a.node)
+                     for _, a in sorted(found.items()))
+
+
+def pinned_home(config: Config, texts: tuple[str, ...]) -> frozenset[int] | None:
+    """Return the home nodes the config file pins for a process with these comm/cmdline."""
+    for pin in config.home_pins:
+        if any(pin.match.search(t) for t in texts if t):
+            return pin.nodes
+    return None
