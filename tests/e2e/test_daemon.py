@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import ROOTS, Daemon, exporter_command, scrape
 from tests.e2e.exposition import normalise, values
 
@@ -22,8 +21,12 @@ StartDaemon = Callable[..., Daemon]
 
 def _root_args(root: str) -> list[str]:
     base = ROOTS / root
+    records = base / "udev.json"
+    if not records.exists():
+        records = ROOTS.parent / "udev" / "none.json"
     return [f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}",
-            "--process.min-resident=0", "--scan.interval=1s", "--log.format=json"]
+            f"--accelerator.records={records}", "--process.min-resident=0",
+            "--scan.interval=1s", "--log.format=json"]
 
 
 def promtool_check(text: str, tmp_path: Path) -> None:
