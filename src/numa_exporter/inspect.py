@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from numa_exporter.config import Config
+from numa_exporter.config import AcceleratorPin, Config, HomePin
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
 from numa_exporter.parsers.cpulist import format_cpulist
@@ -102,6 +102,11 @@ def diagnose(sample: ProcessSample, system: SystemSample, unit: str | None) -> D
         dropin = ["[Service]", "NUMAPolicy=bind", f"NUMAMask={nodes_s}"]
         if cpus:
             dropin.append(f"CPUAffinity={format_cpulist(set(cpus))}")
+        if sample.mems_allowed is not None and not target <= sample.mems_allowed:
+            # the cgroup's cpuset forbids the target nodes: widen it too
+            dropin.append(f"AllowedMemoryNodes={nodes_s}")
+            if cpus:
+                dropin.append(f"AllowedCPUs={format_cpulist(set(cpus))}")
         where = (f"/etc/systemd/system/{unit}.d/numa.conf" if unit
                  else "/etc/systemd/system/<unit>.d/numa.conf")
         remedies.append(f"# systemd drop-in {where}:\n" + "\n".join(dropin))
@@ -194,9 +199,12 @@ def render(rep: dict[str, Any]) -> str:
     mode = rep["numa_balancing"]
     out.append(f"numa_balancing    {mode if mode is not None else 'absent'}"
                f"{' (' + BALANCING[mode] + ')' if mode in BALANCING else ''}")
-    out.append(f"Pages migrated    process {rep['pages_migrated']}, "
-               f"system numa_pages_migrated {rep['vmstat_numa_pages_migrated']}, "
-               f"pgmigrate_success {rep['vmstat_pgmigrate_success']}")
+    def na(v: object) -> str:
+        return "n/a" if v is None else str(v)
+
+    out.append(f"Pages migrated    process {na(rep['pages_migrated'])}, "
+               f"system numa_pages_migrated {na(rep['vmstat_numa_pages_migrated'])}, "
+               f"pgmigrate_success {na(rep['vmstat_pgmigrate_success'])}")
     out.append(f"Home nodes        {rep['home']['nodes'] or '-'} (from {rep['home']['source']})")
     for src, r in rep["remote_ratio_by_home"].items():
         out.append(f"  remote ratio vs {src:<12} {r:.3f}")
@@ -222,6 +230,10 @@ def main(argv: Sequence[str]) -> int:
     p.add_argument("--path.procfs", dest="procfs", default="/proc")
     p.add_argument("--path.sysfs", dest="sysfs", default="/sys")
     p.add_argument("--path.rootfs", dest="rootfs", default="/")
+    p.add_argument("--config.file", dest="config_file", default=None,
+                   help="the daemon's TOML config (pinned homes and accelerators)")
+    p.add_argument("--accelerator.records", dest="records", default=None,
+                   help="udev records JSON instead of udev")
     ns = p.parse_args(list(argv))
     roots = Roots(Path(ns.procfs), Path(ns.sysfs), Path(ns.rootfs))
     try:
@@ -231,8 +243,20 @@ def main(argv: Sequence[str]) -> int:
     from numa_exporter import logs
 
     logs.configure("error", "logfmt")
-    config = Config(roots=roots, min_resident=0, warmup_scans=1)
-    scanner = Scanner(config)
+    from numa_exporter.app import accelerator_source
+    from numa_exporter.pins import PinError, load_pins
+
+    homes: tuple[HomePin, ...] = ()
+    accels: tuple[AcceleratorPin, ...] = ()
+    if ns.config_file:
+        try:
+            homes, accels = load_pins(Path(ns.config_file))
+        except PinError as exc:
+            p.error(f"--config.file: {exc}")
+    config = Config(roots=roots, min_resident=0, warmup_scans=1, home_pins=homes,
+                    accelerator_pins=accels,
+                    accelerator_records=Path(ns.records) if ns.records else None)
+    scanner = Scanner(config, accelerators=accelerator_source(config))
     try:
         sample, system = scanner.sample_one(ns.pid)
     except Gone:

@@ -24,9 +24,10 @@ def _root_args(root: str) -> list[str]:
     records = base / "udev.json"
     if not records.exists():
         records = ROOTS.parent / "udev" / "none.json"
+    config = [f"--config.file={base / 'config.toml'}"] if (base / "config.toml").exists() else []
     return [f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}",
             f"--accelerator.records={records}", "--process.min-resident=0",
-            "--scan.interval=1s", "--log.format=json"]
+            "--scan.interval=1s", "--log.format=json", *config]
 
 
 def promtool_check(text: str, tmp_path: Path) -> None:
@@ -42,7 +43,7 @@ def promtool_check(text: str, tmp_path: Path) -> None:
         r.stdout + r.stderr)
 
 
-@pytest.mark.parametrize("root", ["two_node", "four_node"])
+@pytest.mark.parametrize("root", ["two_node", "four_node", "inference"])
 def test_fixture_root_matches_golden(root: str, start_daemon: StartDaemon,
                                      update_golden: bool, tmp_path: Path) -> None:
     d = start_daemon(*_root_args(root))

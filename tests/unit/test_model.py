@@ -1,0 +1,90 @@
+"""Model: home precedence, locality, binding analysis and drift tracking."""
+
+from __future__ import annotations
+
+import pytest
+
+from numa_exporter.model.binding import analyse
+from numa_exporter.model.drift import DriftTracker, WarmupRule
+from numa_exporter.model.home import Home, choose_home, locality, thread_nodes
+
+MiB = 1 << 20
+
+
+def test_home_precedence() -> None:
+    c = {"affinity": frozenset({0, 1}), "threads": frozenset({0}),
+         "accelerator": frozenset({1}), "config": None}
+    assert choose_home(c) == Home(frozenset({1}), "accelerator")
+    c["config"] = frozenset({0})
+    assert choose_home(c).source == "config"
+    assert choose_home({"affinity": frozenset({1})}) == Home(frozenset({1}), "affinity")
+    assert choose_home({}) == Home(frozenset(), "none")
+
+
+def test_thread_nodes_by_weight() -> None:
+    assert thread_nodes([(0, 95.0), (1, 5.0)]) == {0}
+    assert thread_nodes([(0, 50.0), (1, 50.0)]) == {0, 1}
+    assert thread_nodes([]) == frozenset()
+
+
+def test_locality_and_zero_total() -> None:
+    loc = locality({0: 10 * MiB, 1: 30 * MiB}, Home(frozenset({0}), "threads"))
+    assert (loc.local_bytes, loc.remote_bytes, loc.remote_ratio) == (10 * MiB, 30 * MiB, 0.75)
+    assert locality({}, Home(frozenset({0}), "threads")).remote_ratio == 0.0
+
+
+def _analyse(**kw: object) -> dict[str, bool]:
+    args: dict[str, object] = dict(online=frozenset({0, 1}), cpu_nodes_online=frozenset({0, 1}),
+                                   policy_nodes={("default", frozenset()): 100},
+                                   mems_allowed=frozenset({0, 1}), affinity_nodes=frozenset({0, 1}),
+                                   thread_nodes=frozenset({0}), accelerator_nodes=frozenset(),
+                                   balancing_mode=0)
+    args.update(kw)
+    return {k for k, v in analyse(**args).mismatches.items() if v}  # type: ignore[arg-type, return-value]
+
+
+def test_binding_failure_modes() -> None:
+    assert _analyse() == set()
+    assert _analyse(policy_nodes={("bind", frozenset({1})): 100}) == {
+        "memory_not_on_thread_nodes"}
+    assert _analyse(affinity_nodes=frozenset({0})) == {"threads_bound_memory_free"}
+    assert _analyse(mems_allowed=frozenset({1}), accelerator_nodes=frozenset({0})) == {
+        "memory_not_on_thread_nodes", "accelerator_node_not_allowed"}
+    assert _analyse(accelerator_nodes=frozenset({-1})) == set()  # unknown node: no verdict
+    assert _analyse(policy_nodes={("bind", frozenset({0})): 100}, balancing_mode=1) == {
+        "balancing_with_strict_binding"}
+    assert _analyse(policy_nodes={("bind", frozenset({0})): 100}, balancing_mode=2) == set()
+    # interleave over every node is no restriction
+    assert _analyse(policy_nodes={("interleave", frozenset({0, 1})): 100},
+                    affinity_nodes=frozenset({0})) == {"threads_bound_memory_free"}
+
+
+def test_drift_movement_baseline_and_pid_reuse() -> None:
+    t = DriftTracker(WarmupRule(age=10.0, scans=2, tolerance=0.05))
+    d = t.observe(7, now=100.0, start_time=95.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
+    assert d.baseline_remote_ratio is None  # too young
+    d = t.observe(7, now=110.0, start_time=95.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
+    assert d.baseline_remote_ratio == 0.0
+    d = t.observe(7, now=120.0, start_time=95.0, rss=100, node_bytes={0: 40, 1: 60},
+                  remote_ratio=0.6)
+    assert d.baseline_remote_ratio == 0.0
+    assert d.departed_bytes == {0: 60} and d.arrived_bytes == {1: 60}
+    d = t.observe(7, now=130.0, start_time=95.0, rss=100, node_bytes={0: 100},
+                  remote_ratio=0.0)
+    assert d.departed_bytes == {0: 60, 1: 60} and d.arrived_bytes == {1: 60, 0: 60}
+    # same pid, new start time: a new process, fresh baseline and counters
+    d = t.observe(7, now=140.0, start_time=139.0, rss=100, node_bytes={1: 100},
+                  remote_ratio=1.0)
+    assert d.baseline_remote_ratio is None and d.arrived_bytes == {}
+
+
+def test_rss_still_growing_is_not_warm() -> None:
+    t = DriftTracker(WarmupRule(age=0.0, scans=3, tolerance=0.05))
+    for rss in (100, 200, 300):
+        d = t.observe(1, now=10.0, start_time=0.0, rss=rss, node_bytes={0: rss},
+                      remote_ratio=0.0)
+    assert d.baseline_remote_ratio is None
+    for _ in range(3):
+        d = t.observe(1, now=10.0, start_time=0.0, rss=300, node_bytes={0: 300},
+                      remote_ratio=0.25)
+    assert d.baseline_remote_ratio == pytest.approx(0.25)
