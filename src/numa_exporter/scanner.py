@@ -42,6 +42,7 @@ from numa_exporter.usage import AcceleratorMap, pinned_home
 log = structlog.get_logger("numa_exporter.scanner")
 
 SCAN_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+MAX_LOGGED = 10_000
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -473,3 +474,5 @@ class Scanner:
         }
         self.state.denied = {i for i in self.state.denied if i[0] in alive}
         self.drift.forget_except(alive)
+        if len(self.state.logged) > MAX_LOGGED:  # "log once" memory stays bounded
+            self.state.logged.clear()

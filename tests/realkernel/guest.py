@@ -75,7 +75,7 @@ MARK = "@@RK"
 #: Paths the guest hides under its own tmpfs; the project must not live below them.
 _HIDDEN_IN_GUEST = ("/tmp", "/run", "/dev", "/proc", "/sys")
 
-ASSET_FORMAT = 3  # bump when the initramfs layout changes
+ASSET_FORMAT = 4  # bump when the initramfs layout changes
 
 
 class RealKernelUnavailable(RuntimeError):
@@ -395,6 +395,38 @@ def _decompress_module(path: Path) -> bytes:
     return raw
 
 
+def _module_depends(blob: bytes) -> list[str]:
+    """Return the ``depends=`` list from a module's .modinfo strings."""
+    m = re.search(rb"(?:^|\0)depends=([^\0]*)\0", blob)
+    if not m or not m.group(1):
+        return []
+    return [d.decode().replace("-", "_") for d in m.group(1).split(b",") if d]
+
+
+def _load_order(blobs: dict[str, bytes]) -> list[str]:
+    """Return the modules of ``blobs`` ordered so each comes after its dependencies.
+
+    Starts from the MODULES order and moves a module later only when a dependency requires it;
+    dependencies absent from ``blobs`` are assumed built in.
+    """
+    deps = {m: [d for d in _module_depends(b) if d in blobs] for m, b in blobs.items()}
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(m: str, stack: tuple[str, ...] = ()) -> None:
+        if m in seen or m in stack:
+            return
+        for d in deps[m]:
+            visit(d, (*stack, m))
+        seen.add(m)
+        order.append(m)
+
+    for m in MODULES:
+        if m in blobs:
+            visit(m)
+    return order
+
+
 class _Cpio:
     """A minimal writer of the ``newc`` cpio format used by initramfs."""
 
@@ -486,14 +518,16 @@ def _build_initramfs(kdir: Path, out: Path) -> None:
         cpio.dir(d)
     cpio.file("bin/busybox", _busybox_path().read_bytes(), 0o755)
     cpio.symlink("bin/sh", "busybox")
-    mods = []
+    blobs: dict[str, bytes] = {}
     for m in MODULES:
         for suffix in (".ko", ".ko.xz", ".ko.zst"):
             p = kdir / "modules" / f"{m}{suffix}"
             if p.exists():
-                cpio.file(f"lib/modules/{m}.ko", _decompress_module(p))
-                mods.append(m)
+                blobs[m] = _decompress_module(p)
                 break
+    mods = _load_order(blobs)
+    for m in mods:
+        cpio.file(f"lib/modules/{m}.ko", blobs[m])
     cpio.file("init", INIT_SCRIPT.replace("@MODULES@", " ".join(mods)).encode(), 0o755)
     tmp = out.with_suffix(".tmp")
     tmp.write_bytes(gzip.compress(cpio.finish(), compresslevel=1))
@@ -625,7 +659,7 @@ class BootResult:
 
 def _qemu_cmd(assets: Assets, layout: Layout, accel: str, image: Path, rkio: Path) -> list[str]:
     """Return the QEMU command line for one boot."""
-    cpu = "host" if accel == "kvm" else "max"
+    cpu = os.environ.get("NUMA_REALKERNEL_CPU") or ("host" if accel == "kvm" else "max")
     append = "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off nokaslr tsc=reliable"
     return [
         assets.qemu,
@@ -798,3 +832,43 @@ def boot(
     result.attempts = attempts
     (rkio / "boot.json").write_text(json.dumps(result.summary(), indent=2))
     return result
+
+
+# ----------------------------------------------------------------------------------------
+# Running scenarios
+# ----------------------------------------------------------------------------------------
+
+
+def run_scenarios(
+    layout: str,
+    scenarios: Sequence[str],
+    results: Path,
+    exporter: Sequence[str] | None,
+    capture_roots: bool = False,
+    timeout: float = 600,
+    assets: Assets | None = None,
+    port: int = 19100,
+) -> BootResult:
+    """Boot one ``layout`` guest and run ``scenarios`` one after the other inside it.
+
+    ``exporter`` is the command that starts the exporter (e.g. ``[venv python, -m,
+    numa_exporter]``), or None to only record the kernel's view. Per-scenario folders land in
+    ``results/results/<scenario>/`` (see inguest.py). Returns the BootResult.
+    """
+    assets = assets or ensure_assets()
+    plan = {
+        "out": "/tmp/rkio/results",
+        "workload": str(assets.workload),
+        "exporter": list(exporter) if exporter else None,
+        "scenarios": list(scenarios),
+        "capture_roots": capture_roots,
+        "port": port,
+    }
+    runner = HERE / "inguest.py"
+    script = (
+        "set -e\n"
+        "cd /\n"
+        f"exec /usr/bin/python3 {runner} /tmp/rkio/plan.json\n"
+    )
+    return boot(layout, script, timeout=timeout, results=results, assets=assets,
+                files={"plan.json": json.dumps(plan, indent=1)})
