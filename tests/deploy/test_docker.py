@@ -1,0 +1,232 @@
+"""Dockerfile: hadolint, structure, and its build/install steps run outside a container.
+
+No container engine runs here, so the image is not built. Instead the builder's `pip wheel`
+command runs on a copy of exactly the build context that .dockerignore lets through, the
+runtime's `pip install` installs that wheel, and the image's HEALTHCHECK and CMD run against
+the installed exporter.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import re
+import shlex
+import shutil
+import sys
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from .helpers import (
+    FIXTURE_ROOTS,
+    REPO,
+    exporter_available,
+    exporter_command,
+    free_port,
+    missing,
+    require_tool,
+    run,
+    running,
+    tools_required,
+)
+
+DOCKERFILE = REPO / "Dockerfile"
+DOCKERIGNORE = REPO / ".dockerignore"
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+
+
+def instructions(text: str | None = None) -> list[tuple[str, str]]:
+    """Return (INSTRUCTION, arguments) with continuation lines joined, comments dropped."""
+    text = DOCKERFILE.read_text() if text is None else text
+    out: list[tuple[str, str]] = []
+    buf = ""
+    for line in text.splitlines():
+        if not buf and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        if buf and line.lstrip().startswith("#"):
+            continue
+        buf += line.rstrip("\\").strip() + " " if line.endswith("\\") else line.strip()
+        if not line.endswith("\\"):
+            word, _, rest = buf.partition(" ")
+            out.append((word.upper(), rest.strip()))
+            buf = ""
+    return out
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    out: list[list[tuple[str, str]]] = []
+    for ins in instructions():
+        if ins[0] == "FROM":
+            out.append([])
+        if out:
+            out[-1].append(ins)
+    return out
+
+
+def exec_form(args: str) -> list[str]:
+    import json
+
+    value = json.loads(args)
+    assert isinstance(value, list)
+    return [str(v) for v in value]
+
+
+def dockerignore_admits(rel: str) -> bool:
+    """Docker's rule: the last pattern matching the path (or a parent of it) decides."""
+    admitted = True
+    parts = rel.split("/")
+    for raw in DOCKERIGNORE.read_text().splitlines():
+        pat = raw.strip()
+        if not pat or pat.startswith("#"):
+            continue
+        negate = pat.startswith("!")
+        pat = pat.lstrip("!").rstrip("/")
+        prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+        hit = any(fnmatch.fnmatch(p, pat) or fnmatch.fnmatch(p, pat.replace("**/", ""))
+                  or pat == "**" for p in prefixes)
+        if hit:
+            admitted = negate
+    return admitted
+
+
+def test_hadolint_passes() -> None:
+    hadolint = require_tool("hadolint")
+    r = run([hadolint, "--no-color", str(DOCKERFILE)])
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_hadolint_would_catch_problems(tmp_path: Path) -> None:
+    hadolint = require_tool("hadolint")
+    bad = tmp_path / "Dockerfile"
+    bad.write_text(DOCKERFILE.read_text().replace("# hadolint ignore=DL3008\n", "")
+                   .replace("USER 10061:10061", "USER root"))
+    r = run([hadolint, "--no-color", str(bad)])
+    assert r.returncode != 0
+    assert "DL3008" in r.stdout and "DL3002" in r.stdout, r.stdout
+
+
+def test_multi_stage_non_root_healthcheck_labels() -> None:
+    builder, runtime = stages()
+    assert builder[0][1].endswith(" AS builder")
+    assert "python:3.11-slim" in DOCKERFILE.read_text()
+    args = dict(a.split("=", 1) for k, a in instructions() if k == "ARG" and "=" in a)
+    assert args["PYTHON_IMAGE"].startswith("python:3.11-slim")
+    kinds = [k for k, _ in runtime]
+    user = [a for k, a in runtime if k == "USER"]
+    assert user and not re.match(r"^(0|root)\b", user[-1]), user
+    assert kinds.index("USER") > max(i for i, k in enumerate(kinds) if k == "RUN")
+    assert ("EXPOSE", "10061") in runtime
+    assert "HEALTHCHECK" in kinds
+    labels = " ".join(a for k, a in runtime if k == "LABEL")
+    for key in ("title", "description", "version", "licenses"):
+        assert f"org.opencontainers.image.{key}=" in labels, key
+    version = re.search(r"ARG VERSION=(\S+)", DOCKERFILE.read_text())
+    assert version and version.group(1) == PYPROJECT["project"]["version"]
+    assert exec_form(dict(runtime)["ENTRYPOINT"]) == ["numa-exporter"]
+
+
+def test_build_context_holds_what_the_wheel_needs() -> None:
+    builder = stages()[0]
+    copied = " ".join(a for k, a in builder if k == "COPY").split()
+    readme = PYPROJECT["project"]["readme"]
+    for need in ("pyproject.toml", readme, "src/"):
+        assert need in copied, f"builder does not COPY {need}"
+        assert (REPO / need).exists(), need
+        assert dockerignore_admits(need.rstrip("/")), f".dockerignore excludes {need}"
+    assert dockerignore_admits("src/numa_exporter/cli.py")
+    assert not dockerignore_admits("tests/deploy/test_docker.py")
+    assert not dockerignore_admits(".venv/bin/python")
+    assert not dockerignore_admits("src/numa_exporter/__pycache__/cli.cpython-311.pyc")
+
+
+def _context_copy(dest: Path) -> None:
+    for path in REPO.rglob("*"):
+        rel = path.relative_to(REPO).as_posix()
+        if rel.startswith((".git/", ".venv/")) or not path.is_file():
+            continue
+        if dockerignore_admits(rel):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, dest / rel)
+
+
+def test_image_install_steps_work_outside_a_container(tmp_path: Path) -> None:
+    """Builder: pip wheel on the build context; runtime: pip install of that wheel."""
+    builder, runtime = stages()
+    wheel_cmd = next(a for k, a in builder if k == "RUN" and "pip wheel" in a)
+    install = next(a for k, a in runtime if k == "RUN" and "pip install" in a)
+    mount = re.match(r"--mount=type=bind,from=builder,source=(\S+),target=(\S+)\s+(.*)", install)
+    assert mount and mount.group(1) == mount.group(2) == "/dist", install
+    install_cmd = mount.group(3)
+
+    context = tmp_path / "context"
+    _context_copy(context)
+    dist = tmp_path / "dist"
+    argv = [a.replace("/dist", str(dist)) for a in shlex.split(wheel_cmd)]
+    assert argv[:2] == ["pip", "wheel"] and argv[-1] == "."
+    r = run([sys.executable, "-m", *argv], timeout=600, cwd=context)
+    if r.returncode != 0 and re.search(r"NewConnectionError|Could not find a version|"
+                                       r"No matching distribution", r.stdout + r.stderr):
+        if tools_required():
+            pytest.fail("pip wheel needs the package index for build isolation:\n" + r.stderr)
+        pytest.skip("pip wheel could not reach the package index (build isolation)")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    argv = shlex.split(install_cmd)
+    assert argv[:2] == ["pip", "install"]
+    wheels = [w for a in argv[2:] if a.startswith("/dist/")
+              for w in glob.glob(a.replace("/dist", str(dist)))]
+    assert len(wheels) == 1, f"{install_cmd} matches {wheels}"
+    wheel = Path(wheels[0])
+    version = PYPROJECT["project"]["version"]
+    assert wheel.name == f"numa_exporter-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        assert "numa_exporter/metrics_spec.py" in names
+        assert "numa_exporter/py.typed" in names
+        entry = z.read(f"numa_exporter-{version}.dist-info/entry_points.txt").decode()
+        meta = z.read(f"numa_exporter-{version}.dist-info/METADATA").decode()
+    assert "numa-exporter = numa_exporter.cli:main" in entry
+    for dep in PYPROJECT["project"]["dependencies"]:
+        assert f"Requires-Dist: {dep}" in meta, dep
+
+    # The runtime stage's install, into a target dir (its dependencies come from this venv).
+    target = tmp_path / "target"
+    argv = [a for a in argv[2:] if not a.startswith("/dist/")]
+    r = run([sys.executable, "-m", "pip", "install", *argv, "--no-deps", "--target",
+             str(target), str(wheel)], timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    r = run([sys.executable, str(target / "bin" / "numa-exporter"), "--version"], env=env)
+    assert r.returncode == 0 and version in r.stdout + r.stderr, r.stdout + r.stderr
+    r = run([sys.executable, "-c", "import numa_exporter; print(numa_exporter.__file__)"],
+            env=env)
+    assert r.stdout.strip().startswith(str(target)), r.stdout
+
+
+def test_healthcheck_and_cmd_against_the_exporter(tmp_path: Path) -> None:
+    """The image's CMD flags start the exporter; its HEALTHCHECK passes, then fails when down."""
+    if not exporter_available():
+        missing("the numa-exporter command")
+    root = FIXTURE_ROOTS / "two_node"
+    if not root.is_dir():
+        missing(f"fixture root {root}")
+    runtime = stages()[1]
+    cmd = exec_form(dict(runtime)["CMD"])
+    assert cmd == ["--path.procfs=/host/proc", "--path.sysfs=/host/sys"]
+    health = dict(runtime)["HEALTHCHECK"]
+    hc = exec_form(health[health.index("CMD") + 3:].strip())
+    assert hc[0] == "python" and "http://127.0.0.1:10061/" in hc[-1], hc
+    port = free_port()
+    hc = [sys.executable, *hc[1:-1], hc[-1].replace(":10061/", f":{port}/")]
+    args = [a.replace("/host/proc", str(root / "proc")).replace("/host/sys", str(root / "sys"))
+            for a in cmd]
+    with running([*exporter_command(), *args, f"--web.listen-address=127.0.0.1:{port}"],
+                 tmp_path / "exporter.log", f"http://127.0.0.1:{port}/", what="exporter"):
+        r = run(hc, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+    r = run(hc, timeout=30)
+    assert r.returncode != 0, "the healthcheck passes with the exporter stopped"
