@@ -31,6 +31,15 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
         "UPDATE_GOLDEN") == "1"
 
 
+@pytest.fixture(autouse=True)
+def _reset_logging() -> Iterator[None]:
+    """Undo any structlog configuration a test made (inspect and bench configure it)."""
+    yield
+    import structlog
+
+    structlog.reset_defaults()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -189,11 +189,13 @@ class Scanner:
                 self.parse_error("status", f"{files.path}/status")
             if status.vm_rss is None:  # kernel thread: no user memory
                 continue
-            if status.vm_rss < self.config.min_resident or not self._matches(files, status.name):
+            # hugetlb pages are not in VmRSS: count them for the size threshold
+            resident = status.vm_rss + (status.hugetlb or 0)
+            if resident < self.config.min_resident or not self._matches(files, status.name):
                 states["skipped"] += 1
                 continue
             out.append(_Candidate(pid, status, files))
-        out.sort(key=lambda c: (-(c.status.vm_rss or 0), c.pid))
+        out.sort(key=lambda c: (-((c.status.vm_rss or 0) + (c.status.hugetlb or 0)), c.pid))
         if self.config.top and len(out) > self.config.top:
             states["skipped"] += len(out) - self.config.top
             out = out[: self.config.top]

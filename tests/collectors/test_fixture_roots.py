@@ -240,7 +240,8 @@ def test_selection_by_size_top_and_regex() -> None:
     exp = _expected("two_node")["processes"]
     _, big = _scan("two_node", min_resident=100 << 20)
     assert {p.pid for p in big.processes} == {
-        int(pid) for pid, e in exp.items() if _scanned(e) and e["vm_rss_bytes"] >= 100 << 20}
+        int(pid) for pid, e in exp.items()
+        if _scanned(e) and e["vm_rss_bytes"] + e["status_hugetlb_bytes"] >= 100 << 20}
     _, top = _scan("two_node", top=2)
     assert len(top.processes) == 2
     _, inc = _scan("two_node", include=re.compile("^split"))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from tests.conftest import ROOTS
+
 from numa_exporter.config import Config
 from numa_exporter.roots import Roots
 from numa_exporter.sampler import Sampler
 from numa_exporter.scanner import Scanner
-from tests.conftest import ROOTS
 
 
 def test_topology_reread_only_after_an_event(tmp_path: Path) -> None:

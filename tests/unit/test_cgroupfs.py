@@ -117,16 +117,35 @@ def test_v1_process_without_controller_path() -> None:
     assert fs.memory_numa_stat("/", {}) is None  # memory is v1 here; no v1 path given
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files regardless of mode")
-def test_denied_raises(tmp_path: Path) -> None:
+def test_denied_raises() -> None:
+    """A mode-0 file is Denied; as root (CI) the check runs as nobody, since root reads it."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    tmp_path = Path(tempfile.mkdtemp(prefix="numa-denied-"))  # pytest's tmp is root-only
+    tmp_path.chmod(0o755)
     cg = tmp_path / "fs" / "cgroup"
     (cg / "a").mkdir(parents=True)
+    for d in (tmp_path / "fs", cg, cg / "a"):
+        d.chmod(0o755)
     (cg / "cgroup.controllers").write_text("memory\n")
     f = cg / "a" / "memory.stat"
     f.write_text("anon 1\n")
     f.chmod(0)
-    with pytest.raises(Denied):
-        CgroupFS(tmp_path).memory_stat("/a", {})
+    code = ("import sys; from pathlib import Path\n"
+            "from numa_exporter.sources.cgroupfs import CgroupFS\n"
+            "from numa_exporter.sources.errors import Denied\n"
+            "try:\n    CgroupFS(Path(sys.argv[1])).memory_stat('/a', {})\n"
+            "except Denied:\n    sys.exit(0)\nsys.exit(3)\n")
+    cmd = [sys.executable, "-c", code, str(tmp_path)]
+    if os.geteuid() == 0:
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    try:
+        assert subprocess.run(cmd, check=False, timeout=60).returncode == 0
+    finally:
+        shutil.rmtree(tmp_path)
 
 
 def test_file_where_a_folder_should_be_is_none(tmp_path: Path) -> None:
