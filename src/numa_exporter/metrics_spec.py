@@ -295,6 +295,20 @@ SPECS: tuple[MetricSpec, ...] = (
         collector="exporter",
     ),
     MetricSpec(
+        "numa_exporter_scan_interval_seconds",
+        "gauge",
+        "The configured --scan.interval.",
+        (),
+        collector="exporter",
+    ),
+    MetricSpec(
+        "numa_exporter_scan_budget_seconds",
+        "gauge",
+        "The configured --scan.budget: time a scan may spend on processes.",
+        (),
+        collector="exporter",
+    ),
+    MetricSpec(
         "numa_exporter_last_scan_timestamp_seconds",
         "gauge",
         "Unix time at which the last completed scan finished (0 before the first scan).",

@@ -60,6 +60,12 @@ class SnapshotCollector(Collector):
         f = family("numa_exporter_scan_duration_seconds")
         f.add_metric([], st.duration_seconds)
         yield f
+        f = family("numa_exporter_scan_interval_seconds")
+        f.add_metric([], self.config.scan_interval)
+        yield f
+        f = family("numa_exporter_scan_budget_seconds")
+        f.add_metric([], self.config.scan_budget)
+        yield f
         f = family("numa_exporter_last_scan_timestamp_seconds")
         f.add_metric([], st.timestamp)
         yield f
