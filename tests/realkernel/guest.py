@@ -15,7 +15,10 @@ Environment knobs:
 * ``NUMA_REALKERNEL_CACHE``   - cache folder (default ``<repo>/.cache/realkernel``).
 * ``NUMA_REALKERNEL_KERNEL``  - kernel package to use (e.g. ``linux-image-6.1.0-57-amd64-unsigned``)
   or a path to a ``.deb``; default: the newest ``linux-image-6.1.0-*-amd64-unsigned`` apt knows.
-* ``NUMA_REALKERNEL_ACCEL``   - ``auto`` (default), ``tcg`` or ``kvm``.
+* ``NUMA_REALKERNEL_ACCEL``   - ``auto`` (default), ``tcg``, ``kvm`` or an ordered list
+  (``kvm,tcg``: try KVM, fall back to TCG when the guest never reaches userland).
+* ``NUMA_REALKERNEL_CPU``     - QEMU ``-cpu`` model (default ``max`` under TCG, ``host`` on KVM).
+* ``NUMA_REALKERNEL_ECHO``    - set to 1 to stream the guest's serial console to stderr.
 * ``NUMA_REALKERNEL_BOOT``    - ``vmlinux`` (default; PVH entry, faster) or ``vmlinuz``.
 * ``NUMA_REALKERNEL_NO_APT``  - set to 1 to never call apt-get install (report what is missing).
 """
@@ -316,7 +319,7 @@ def _fetch_kernel_deb(cache: Path) -> tuple[str, Path]:
         subprocess.run(["apt-get", "download", "-q", pkg], cwd=dl, check=True,
                        capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
-        cached = _cached_kernels(cache)
+        cached = [] if pin else _cached_kernels(cache)  # a pinned kernel is never swapped
         if cached:
             log(f"apt-get download {pkg} failed ({exc}); using cached {cached[0].name}")
             return cached[0].name.split("_")[0], cached[0]
@@ -345,9 +348,7 @@ def _extract_kernel(deb: Path, dest: Path) -> str:
             if name.startswith("boot/vmlinuz-"):
                 release = base[len("vmlinuz-"):]
                 target = dest / "vmlinuz"
-            elif name.startswith("lib/modules/") and base in wanted:
-                target = dest / "modules" / base
-            elif name.startswith("lib/modules/") and base == "modules.builtin":
+            elif name.startswith("lib/modules/") and (base in wanted or base == "modules.builtin"):
                 target = dest / "modules" / base
             else:
                 continue
@@ -615,8 +616,12 @@ def accel_candidates() -> list[str]:
     ``kvm_pvm`` cannot run stock kernels); TCG is always the fallback.
     """
     want = os.environ.get("NUMA_REALKERNEL_ACCEL", "auto")
-    if want in ("tcg", "kvm"):
-        return [want]
+    if want != "auto":
+        chosen = [a for a in want.split(",") if a in ("tcg", "kvm")]
+        if not chosen:
+            raise RealKernelUnavailable(f"NUMA_REALKERNEL_ACCEL={want!r}: use auto, tcg, kvm "
+                                        "or a comma list such as kvm,tcg")
+        return chosen
     mods = Path("/sys/module")
     plain_kvm = (mods / "kvm_intel").exists() or (mods / "kvm_amd").exists()
     if os.access("/dev/kvm", os.R_OK | os.W_OK) and plain_kvm and not (mods / "kvm_pvm").exists():
@@ -816,7 +821,10 @@ def boot(
             remaining = timeout - (time.monotonic() - start)
             if remaining < 20:
                 break
-            result = _boot_once(assets, lay, accel, image, rkio, remaining, userland_timeout=90)
+            # KVM reaches userland in ~1 s; a stock kernel on a nested, incompatible KVM
+            # dies or hangs early, so give up on it quickly and fall back to TCG.
+            result = _boot_once(assets, lay, accel, image, rkio, remaining,
+                                userland_timeout=30 if accel == "kvm" else 90)
             attempts.append(
                 f"{accel}/{image.name}: userland={result.userland_s} rc={result.rc} "
                 f"timed_out={result.timed_out}"

@@ -1,0 +1,201 @@
+"""Session fixtures for the real-kernel tier: one QEMU guest per node layout.
+
+Each layout's guest boots once per session and runs every scenario it is asked for (those of
+the selected tests, or all of them) one after the other; the tests then read the folders it
+left. When the host cannot run the guest at all the tests are skipped with a loud reason;
+when the guest runs but the exporter misbehaves they fail.
+
+Environment: ``NUMA_REALKERNEL_SKIP=1`` skips the tier; ``NUMA_REALKERNEL_EXPORTER`` overrides
+the exporter command (default ``<this python> -m numa_exporter``); ``NUMA_REALKERNEL_RESULTS``
+keeps results in that folder instead of pytest's temporary one. See guest.py for the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from . import guest as harness
+from .results import ScenarioRun, format_report, report_rows
+from .scenarios import BY_NAME, for_layout
+
+LAYOUT_TIMEOUT_S = {"2node": 600.0, "4node": 300.0}
+
+
+@dataclass
+class GuestRun:
+    """A finished guest run of one layout."""
+
+    layout: str
+    path: Path
+    boot: harness.BootResult
+    assets_s: float
+    wall_s: float
+    scenarios: list[str] = field(default_factory=list)
+
+    def scenario(self, name: str) -> ScenarioRun:
+        """Return the folder of scenario ``name``; fail when the guest did not produce it."""
+        d = self.path / "results" / name
+        if not (d / "summary.json").exists():
+            pytest.fail(f"guest run {self.path} has no results for {name}; job log tail:\n"
+                        f"{self.boot.job_log[-3000:]}")
+        return ScenarioRun(d)
+
+    def guest_file(self, rel: str) -> str:
+        """Return a guest-wide file saved by the runner (``_guest/<rel>``)."""
+        return (self.path / "results" / "_guest" / rel).read_text()
+
+
+_RUNS: dict[str, GuestRun] = {}
+_SKIPS: dict[str, str] = {}
+
+
+def exporter_command() -> list[str]:
+    """Return the command that starts the exporter inside the guest (same path as here)."""
+    env = os.environ.get("NUMA_REALKERNEL_EXPORTER")
+    return shlex.split(env) if env else [sys.executable, "-m", "numa_exporter"]
+
+
+def _loud(config: pytest.Config, msg: str) -> None:
+    """Print ``msg`` on the terminal right away (not captured) and on stderr."""
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(f"[realkernel] {msg}", yellow=True, bold=True)
+    else:
+        print(f"[realkernel] {msg}", file=sys.__stderr__, flush=True)
+
+
+def _wanted(session: pytest.Session, layout: str) -> list[str]:
+    """Return the scenarios of ``layout`` the selected tests need (all when unclear)."""
+    every = [s.name for s in for_layout(layout)]
+    names: set[str] = set()
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        name = callspec.params.get("scenario") if callspec is not None else None
+        if isinstance(name, str) and name in BY_NAME:
+            if BY_NAME[name].layout == layout:
+                names.add(name)
+        elif "guest" in getattr(item, "fixturenames", ()):
+            return every
+    return [n for n in every if n in names] or every
+
+
+def _start(config: pytest.Config, session: pytest.Session, layout: str,
+           base: Path) -> GuestRun:
+    """Boot ``layout``'s guest and run its scenarios; skip/fail loudly when it cannot."""
+    if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
+        pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
+    t0 = time.monotonic()
+    try:
+        assets = harness.ensure_assets()
+    except harness.RealKernelUnavailable as exc:
+        reason = f"REAL-KERNEL TESTS SKIPPED: cannot prepare the QEMU guest: {exc}"
+        _loud(config, reason)
+        pytest.skip(reason)
+    assets_s = time.monotonic() - t0
+    cmd = exporter_command()
+    try:
+        probe = subprocess.run([*cmd, "--help"], capture_output=True, text=True, timeout=120,
+                               check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"exporter command {cmd} is not runnable: {exc}")
+    if probe.returncode != 0:
+        pytest.fail(f"exporter command {cmd} --help exited {probe.returncode}: "
+                    f"{probe.stderr[-2000:]}")
+    names = _wanted(session, layout)
+    path = base / layout
+    path.mkdir(parents=True, exist_ok=True)
+    _loud(config, f"booting {layout} guest ({assets.kernel_release}) for {len(names)} "
+                  f"scenarios: {', '.join(names)}; results in {path}")
+    t1 = time.monotonic()
+    try:
+        boot = harness.run_scenarios(layout, names, path, cmd, timeout=LAYOUT_TIMEOUT_S[layout],
+                                   assets=assets)
+    except harness.RealKernelUnavailable as exc:
+        reason = f"REAL-KERNEL TESTS SKIPPED: {exc}"
+        _loud(config, reason)
+        pytest.skip(reason)
+    run = GuestRun(layout, path, boot, assets_s, time.monotonic() - t1, names)
+    if boot.userland_s is None:
+        tail = "\n".join(boot.console.splitlines()[-20:])
+        reason = (f"REAL-KERNEL TESTS SKIPPED: the {layout} guest never reached userland "
+                  f"({'; '.join(boot.attempts)}); console tail:\n{tail}")
+        _loud(config, reason)
+        pytest.skip(reason)
+    _loud(config, f"{layout}: accel={boot.accel} image={boot.boot_image} "
+                  f"userland after {boot.userland_s:.2f} s (guest uptime "
+                  f"{boot.guest_uptime_userland_s} s), guest total {boot.total_s:.1f} s, "
+                  f"assets {assets_s:.1f} s")
+    _RUNS[layout] = run
+    if not boot.ok:
+        pytest.fail(f"{layout} guest job failed (rc={boot.rc}, timed_out={boot.timed_out}); "
+                    f"job log tail:\n{boot.job_log[-4000:]}")
+    return run
+
+
+@pytest.fixture(scope="session")
+def guest(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], GuestRun]:
+    """Return a function layout -> GuestRun that boots each layout at most once."""
+    keep = os.environ.get("NUMA_REALKERNEL_RESULTS")
+    base = Path(keep).resolve() if keep else tmp_path_factory.mktemp("realkernel")
+    failed: dict[str, BaseException] = {}
+
+    def get(layout: str) -> GuestRun:
+        if layout in _RUNS:
+            return _RUNS[layout]
+        if layout in _SKIPS:
+            pytest.skip(_SKIPS[layout])
+        if layout in failed:
+            raise failed[layout]
+        try:
+            return _start(request.config, request.session, layout, base)
+        except pytest.skip.Exception as exc:
+            _SKIPS[layout] = str(exc.msg)
+            raise
+        except BaseException as exc:
+            failed[layout] = exc
+            raise
+
+    return get
+
+
+@pytest.fixture
+def run(guest: Callable[[str], GuestRun], scenario: str) -> ScenarioRun:
+    """Return the results of ``scenario``; fail when the in-guest runner reported errors."""
+    r = guest(BY_NAME[scenario].layout).scenario(scenario)
+    if r.summary.get("errors"):
+        pytest.fail(f"{scenario}: {r.summary['errors']}\n{r.summary.get('traceback', '')}\n"
+                    f"{r.log_tail()}")
+    return r
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print boot facts and the exporter-vs-kernel table of every guest run."""
+    for layout, run in _RUNS.items():
+        b = run.boot
+        terminalreporter.section(f"real-kernel {layout} guest")
+        terminalreporter.write_line(
+            f"kernel {b.kernel}, accel {b.accel}, image {b.boot_image}, userland after "
+            f"{b.userland_s and round(b.userland_s, 2)} s, guest run {b.total_s:.1f} s, "
+            f"assets {run.assets_s:.1f} s, results {run.path}")
+        try:
+            rows = report_rows(run.path)
+            text = format_report(rows)
+            (run.path / "report.txt").write_text(text + "\n")
+            (run.path / "report.json").write_text(json.dumps(rows, indent=1))
+            terminalreporter.write_line(text)
+        except Exception as exc:  # the report is informative only
+            terminalreporter.write_line(f"(no report: {type(exc).__name__}: {exc})")
+    for layout, reason in _SKIPS.items():
+        terminalreporter.section(f"real-kernel {layout} guest SKIPPED")
+        terminalreporter.write_line(reason)

@@ -1,0 +1,127 @@
+"""Placement scenarios run inside the real-kernel guest, with what each one should show.
+
+Shared by the in-guest runner (which sets them up) and the host-side tests (which check the
+exporter against the guest kernel). Standard library only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Phase = Literal["static", "balancing_on", "balancing_off"]
+
+#: Regex the exporter selects workloads with: their comm is ``rkwork`` / ``rkwork-child``; anchored
+#: so that it does not match the exporter's own command line (which contains the regex).
+WORKLOAD_REGEX = "^rkwork"
+#: cgroup v2 group the cpuset scenario creates under /sys/fs/cgroup.
+CGROUP_NAME = "rk-cpuset"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One workload with a known placement.
+
+    ``numactl`` are numactl options put in front of the workload (none: no numactl).
+    ``target`` says which process the assertions concern: the workload (``main``) or the child
+    it forks (``child``, shared-pool scenario). ``ratio`` is the inclusive range the exporter's
+    numa_process_remote_memory_ratio must fall in; ``on_nodes`` gives, per node, the least
+    fraction of ``size_mib`` the kernel and the exporter must both report there.
+    """
+
+    name: str
+    layout: str
+    mode: str
+    size_mib: int
+    description: str
+    numactl: tuple[str, ...] = ()
+    node: int = 0
+    phase: Phase = "static"
+    target: Literal["main", "child"] = "main"
+    ratio: tuple[float, float] = (0.0, 1.0)
+    on_nodes: dict[int, float] = field(default_factory=dict)
+    hugepages: dict[int, int] = field(default_factory=dict)
+    cgroup: dict[str, str] = field(default_factory=dict)
+
+    def workload_argv(self, binary: str, ready: str, lifetime_s: int = 300) -> list[str]:
+        """Return the command line that starts this scenario's workload."""
+        argv = ["numactl", *self.numactl] if self.numactl else []
+        argv += [binary, "-m", self.mode, "-s", str(self.size_mib), "-c", str(self.node),
+                 "-r", ready, "-T", str(lifetime_s)]
+        return argv
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "membind_remote", "2node", "anon", 128,
+        "threads on node 0, memory bound to node 1 (numactl --cpunodebind=0 --membind=1)",
+        numactl=("--cpunodebind=0", "--membind=1"), ratio=(0.95, 1.0), on_nodes={1: 0.99},
+    ),
+    Scenario(
+        "local", "2node", "anon", 128,
+        "threads and memory on node 1 (numactl --cpunodebind=1 --membind=1)",
+        numactl=("--cpunodebind=1", "--membind=1"), ratio=(0.0, 0.05), on_nodes={1: 0.99},
+    ),
+    Scenario(
+        "interleave", "2node", "anon", 128,
+        "threads on node 0, memory interleaved over nodes 0 and 1",
+        numactl=("--cpunodebind=0", "--interleave=0,1"), ratio=(0.45, 0.55),
+        on_nodes={0: 0.49, 1: 0.49},
+    ),
+    Scenario(
+        "preferred_remote", "2node", "anon", 128,
+        "threads on node 0, memory policy preferred=1 (room on node 1)",
+        numactl=("--cpunodebind=0", "--preferred=1"), ratio=(0.95, 1.0), on_nodes={1: 0.99},
+    ),
+    Scenario(
+        "shared_pool", "2node", "pool", 128,
+        "parent on node 1 fills a shared anonymous pool; a child pinned to node 0 uses it",
+        numactl=("--cpunodebind=1", "--membind=1"), node=0, target="child",
+        ratio=(0.95, 1.0), on_nodes={1: 0.99},
+    ),
+    Scenario(
+        "split_threads", "2node", "split", 128,
+        "one thread pinned per node, each touching its own half locally (MPOL_BIND per thread)",
+        ratio=(0.0, 0.05), on_nodes={0: 0.49, 1: 0.49},
+    ),
+    Scenario(
+        "hugetlb_remote", "2node", "hugetlb", 64,
+        "threads on node 0, 2 MiB hugetlb pages reserved and bound on node 1",
+        numactl=("--cpunodebind=0", "--membind=1"), ratio=(0.95, 1.0), on_nodes={1: 1.0},
+        hugepages={1: 32},
+    ),
+    Scenario(
+        "thp_remote", "2node", "thp", 128,
+        "threads on node 0, transparent huge pages (madvise) bound on node 1",
+        numactl=("--cpunodebind=0", "--membind=1"), ratio=(0.95, 1.0), on_nodes={1: 0.99},
+    ),
+    Scenario(
+        "cgroup_cpuset", "2node", "anon", 128,
+        f"process in cgroup v2 {CGROUP_NAME} with cpuset.cpus = node 0's, cpuset.mems=1",
+        ratio=(0.95, 1.0), on_nodes={1: 0.99},
+        cgroup={"cpuset.cpus": "node:0", "cpuset.mems": "1"},
+    ),
+    Scenario(
+        "balancing_off", "2node", "migrate", 128,
+        "memory first touched on node 1, thread then moved to node 0; numa_balancing=0",
+        numactl=("--cpunodebind=1",), node=0, phase="balancing_off",
+        ratio=(0.95, 1.0), on_nodes={1: 0.99},
+    ),
+    Scenario(
+        "balancing_on", "2node", "migrate", 128,
+        "memory first touched on node 1, thread then moved to node 0; numa_balancing=1",
+        numactl=("--cpunodebind=1",), node=0, phase="balancing_on",
+    ),
+    Scenario(
+        "node3_remote", "4node", "anon", 64,
+        "4 nodes, unequal distances: threads on node 0, memory bound to node 3",
+        numactl=("--cpunodebind=0", "--membind=3"), ratio=(0.95, 1.0), on_nodes={3: 0.99},
+    ),
+)
+
+BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}
+
+
+def for_layout(layout: str) -> list[Scenario]:
+    """Return the scenarios of a node layout, in run order."""
+    return [s for s in SCENARIOS if s.layout == layout]
