@@ -60,6 +60,13 @@ def _duration(text: str) -> float:
     return v
 
 
+def _duration_or_zero(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _fraction(text: str) -> float:
     try:
         v = float(text)
@@ -112,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
            "of udev: for hosts or containers without udev, and for tests")
     a("--accelerator.rdma", dest="rdma", action=argparse.BooleanOptionalAction, default=False,
       help="count RDMA/high-speed NICs as accelerators (default off)")
-    a("--drift.warmup-age", dest="warmup_age", type=_duration, default=300.0,
+    a("--drift.warmup-age", dest="warmup_age", type=_duration_or_zero, default=300.0,
       help="a process must be this old before its baseline placement is taken (default 5m)")
     a("--drift.warmup-scans", dest="warmup_scans", type=_positive_int, default=4,
       help="... and its RSS stable over this many scans (default 4)")

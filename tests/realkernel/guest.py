@@ -76,9 +76,11 @@ HOST_TOOLS: dict[str, str] = {
 MARK = "@@RK"
 
 #: Paths the guest hides under its own tmpfs; the project must not live below them.
-_HIDDEN_IN_GUEST = ("/tmp", "/run", "/dev", "/proc", "/sys")
+_HIDDEN_IN_GUEST = ("/dev", "/proc", "/sys")
+#: tmpfs in the guest; a checkout under one of these is shared into the guest on its own
+_TMPFS_IN_GUEST = ("/tmp", "/run")
 
-ASSET_FORMAT = 4  # bump when the initramfs layout changes
+ASSET_FORMAT = 5  # bump when the initramfs layout changes
 
 
 class RealKernelUnavailable(RuntimeError):
@@ -495,6 +497,13 @@ mount -t devpts devpts $R/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $R/tmp
 mount -t tmpfs -o mode=755 tmpfs $R/run
 mount -t cgroup2 cgroup2 $R/sys/fs/cgroup
+# a checkout under /tmp or /run is hidden by the tmpfs above: its own share puts it back
+REPO_DIR=$(sed -n 's/.*rkrepo=\([^ ]*\).*/\1/p' /proc/cmdline)
+if [ -n "$REPO_DIR" ]; then
+  mkdir -p $R$REPO_DIR
+  mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose rkrepo $R$REPO_DIR || {
+    echo "@@RK fatal mount-repo"; poweroff -f; }
+fi
 mkdir -p $R/tmp/rkio
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 rkio $R/tmp/rkio || {
   echo "@@RK fatal mount-rkio"; poweroff -f; }
@@ -566,6 +575,10 @@ def ensure_assets() -> Assets:
     for hidden in _HIDDEN_IN_GUEST:
         if str(cache).startswith(hidden + "/"):
             raise RealKernelUnavailable(f"NUMA_REALKERNEL_CACHE={cache} is hidden in the guest")
+    if str(cache).startswith(tuple(t + "/" for t in _TMPFS_IN_GUEST)) and not str(
+            cache).startswith(str(REPO) + "/"):
+        raise RealKernelUnavailable(f"NUMA_REALKERNEL_CACHE={cache} is hidden in the guest "
+                                    "(under a guest tmpfs and outside the checkout)")
     notes: list[str] = []
     with _locked(cache / ".lock"):
         installed = ensure_host_tools()
@@ -666,6 +679,13 @@ def _qemu_cmd(assets: Assets, layout: Layout, accel: str, image: Path, rkio: Pat
     """Return the QEMU command line for one boot."""
     cpu = os.environ.get("NUMA_REALKERNEL_CPU") or ("host" if accel == "kvm" else "max")
     append = "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off nokaslr tsc=reliable"
+    repo_share: list[str] = []
+    if str(REPO).startswith(tuple(t + "/" for t in _TMPFS_IN_GUEST)):
+        if " " in str(REPO):
+            raise RealKernelUnavailable(f"checkout path {REPO} contains a space")
+        append += f" rkrepo={REPO}"
+        repo_share = ["-virtfs", f"local,path={REPO},mount_tag=rkrepo,security_model=none,"
+                      "readonly=on,multidevs=remap"]
     return [
         assets.qemu,
         "-nodefaults",
@@ -685,6 +705,7 @@ def _qemu_cmd(assets: Assets, layout: Layout, accel: str, image: Path, rkio: Pat
         "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
         "-virtfs",
         f"local,path={rkio},mount_tag=rkio,security_model=none,multidevs=remap",
+        *repo_share,
     ]
 
 

@@ -173,6 +173,8 @@ class Exporter:
         self.argv = [*argv, f"--web.listen-address=127.0.0.1:{port}", "--scan.interval=1s",
                      "--scan.budget=5s", "--process.min-resident=0",
                      f"--process.include={include}",
+                     # drift: baseline as soon as RSS is stable over 2 scans
+                     "--drift.warmup-age=0s", "--drift.warmup-scans=2",
                      "--log.format=json"]
         self.out = out
         self.started = time.monotonic()
@@ -355,13 +357,32 @@ def run_scenario(sc: Scenario, plan: dict[str, Any], out: Path, index: int) -> d
             write(out / f"scrape-{i:02d}.json", json.dumps(meta, indent=1))
             summary["scrapes"].append(meta)
 
+        def inspect(name: str) -> None:
+            """Run ``numa-exporter inspect --json`` on the target; save its output."""
+            if not plan.get("exporter") or sc.verdict is None:
+                return
+            r = subprocess.run([*plan["exporter"], "inspect", str(pid), "--json"],
+                               capture_output=True, timeout=120, check=False)
+            write(out / f"{name}.json", r.stdout)
+            if r.returncode != 0:
+                summary["errors"].append(f"inspect exited {r.returncode}: {r.stderr[-500:]!r}")
+
         if sc.phase == "static":
             record(0, "static")
+            inspect("inspect")
+            if sc.strict_balancing_check and exp is not None:
+                sysctl("/proc/sys/kernel/numa_balancing", "1")
+                text = exp.wait_scans(2, 30, pid=pid)
+                write(out / "scrape-strict.txt", text or "")
+                inspect("inspect-strict")
+                sysctl("/proc/sys/kernel/numa_balancing", "0")
             if plan.get("capture_roots"):
                 capture_root(all_pids, out / "root", cgroup)
         else:
             if plan.get("capture_roots"):
                 capture_root(all_pids, out / "root.before-move", cgroup)
+            if exp is not None:  # let the drift baseline settle on the pre-move placement
+                exp.wait_scans(2, 60, pid=pid)
             os.kill(main_pid, signal.SIGUSR1)
             moved = Path(str(ready) + ".moved")
             if not wait_for(moved.exists, 30):
@@ -388,6 +409,7 @@ def run_scenario(sc: Scenario, plan: dict[str, Any], out: Path, index: int) -> d
                 settled = settled + 1 if totals.get(sc.node, 0) / whole >= 0.95 else 0
                 if sc.phase == "balancing_on" and settled >= 2:
                     break
+            inspect("inspect")
             if plan.get("capture_roots"):
                 capture_root(all_pids, out / "root", cgroup)
     except Exception as exc:

@@ -42,6 +42,10 @@ class Scenario:
     on_nodes: dict[int, float] = field(default_factory=dict)
     hugepages: dict[int, int] = field(default_factory=dict)
     cgroup: dict[str, str] = field(default_factory=dict)
+    #: verdict ``numa-exporter inspect`` must give for the target (None: inspect is not run)
+    verdict: str | None = None
+    #: after the static scrape, switch numa_balancing on and scrape and inspect again
+    strict_balancing_check: bool = False
 
     def workload_argv(self, binary: str, ready: str, lifetime_s: int = 300) -> list[str]:
         """Return the command line that starts this scenario's workload."""
@@ -56,11 +60,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         "membind_remote", "2node", "anon", 128,
         "threads on node 0, memory bound to node 1 (numactl --cpunodebind=0 --membind=1)",
         numactl=("--cpunodebind=0", "--membind=1"), ratio=(0.95, 1.0), on_nodes={1: 0.99},
+        verdict="remote", strict_balancing_check=True,
     ),
     Scenario(
         "local", "2node", "anon", 128,
         "threads and memory on node 1 (numactl --cpunodebind=1 --membind=1)",
         numactl=("--cpunodebind=1", "--membind=1"), ratio=(0.0, 0.05), on_nodes={1: 0.99},
+        verdict="local",
     ),
     Scenario(
         "interleave", "2node", "anon", 128,
@@ -77,12 +83,12 @@ SCENARIOS: tuple[Scenario, ...] = (
         "shared_pool", "2node", "pool", 128,
         "parent on node 1 fills a shared anonymous pool; a child pinned to node 0 uses it",
         numactl=("--cpunodebind=1", "--membind=1"), node=0, target="child",
-        ratio=(0.95, 1.0), on_nodes={1: 0.99},
+        ratio=(0.95, 1.0), on_nodes={1: 0.99}, verdict="remote",
     ),
     Scenario(
         "split_threads", "2node", "split", 128,
         "one thread pinned per node, each touching its own half locally (MPOL_BIND per thread)",
-        ratio=(0.0, 0.05), on_nodes={0: 0.49, 1: 0.49},
+        ratio=(0.0, 0.05), on_nodes={0: 0.49, 1: 0.49}, verdict="local",
     ),
     Scenario(
         "hugetlb_remote", "2node", "hugetlb", 64,
@@ -99,7 +105,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "cgroup_cpuset", "2node", "anon", 128,
         f"process in cgroup v2 {CGROUP_NAME} with cpuset.cpus = node 0's, cpuset.mems=1",
         ratio=(0.95, 1.0), on_nodes={1: 0.99},
-        cgroup={"cpuset.cpus": "node:0", "cpuset.mems": "1"},
+        cgroup={"cpuset.cpus": "node:0", "cpuset.mems": "1"}, verdict="remote",
     ),
     Scenario(
         "balancing_off", "2node", "migrate", 128,
@@ -110,7 +116,7 @@ SCENARIOS: tuple[Scenario, ...] = (
     Scenario(
         "balancing_on", "2node", "migrate", 128,
         "memory first touched on node 1, thread then moved to node 0; numa_balancing=1",
-        numactl=("--cpunodebind=1",), node=0, phase="balancing_on",
+        numactl=("--cpunodebind=1",), node=0, phase="balancing_on", verdict="local",
     ),
     Scenario(
         "node3_remote", "4node", "anon", 64,
