@@ -288,6 +288,9 @@ class Scanner:
             use = [(n, 1.0) for n, _ in weights]
         allowed = cand.status.cpus_allowed
         affinity = topo.nodes_of_cpus(allowed) if allowed else None
+        if affinity is not None:
+            # status shows the leader's affinity only; a node a thread ran on is allowed too
+            affinity = affinity | frozenset(threads_by_node)
         cfg = self.config
         texts: tuple[str, ...] = (stat.comm,)
         if cfg.home_pins or cfg.accelerator_pins:
