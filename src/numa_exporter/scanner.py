@@ -364,17 +364,20 @@ class Scanner:
             sample = hook(sample, files, topo, system)
         return sample
 
+    def _read_system(self) -> SystemSample:
+        cfg = self.config
+        return read_system(
+            self.proc, self.nodes, self.topology, self.parse_error, self.read_error,
+            vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
+            balancing=cfg.enabled("balancing"),
+        )
+
     def sample_one(self, pid: int) -> tuple[ProcessSample | None, SystemSample]:
         """Return one process's sample (None if it is a kernel thread) and the system state.
 
         Raises Gone, Denied or another SourceError when the process cannot be read.
         """
-        cfg = self.config
-        system = read_system(
-            self.proc, self.nodes, self.topology, self.parse_error, self.read_error,
-            vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
-            balancing=cfg.enabled("balancing"),
-        )
+        system = self._read_system()
         files = self.proc.process(pid)
         status = parse_pid_status(files.status())
         if status.vm_rss is None:
@@ -398,11 +401,7 @@ class Scanner:
         cfg = self.config
         t0 = self.clock()
         states = {"scanned": 0, "skipped": 0, "denied": 0, "gone": 0}
-        system = read_system(
-            self.proc, self.nodes, self.topology, self.parse_error, self.read_error,
-            vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
-            balancing=cfg.enabled("balancing"),
-        )
+        system = self._read_system()
         samples: list[ProcessSample] = []
         pending: list[int] = []
         self._groups = []
