@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 from numa_exporter.model.snapshot import HugePages, SystemSample
 from numa_exporter.model.topology import Topology, build_topology
@@ -18,6 +20,20 @@ from numa_exporter.sources.sysfs import NodeSysFS
 # (source, detail) -> called for each malformed file or line
 ParseErrorSink = Callable[[str, str], None]
 ReadErrorSink = Callable[[SourceError], None]
+T = TypeVar("T")
+
+
+def _read_parsed(read: Callable[[], bytes], parse: Callable[[bytes], T | None], source: str,
+                 path: str, parse_error: ParseErrorSink, read_error: ReadErrorSink) -> T | None:
+    """Return ``parse(read())``; None (reported to the sinks) when unreadable or malformed."""
+    try:
+        value = parse(read())
+    except SourceError as err:
+        read_error(err)
+        return None
+    if value is None:
+        parse_error(source, path)
+    return value
 
 
 def read_topology(nodes: NodeSysFS, parse_error: ParseErrorSink, read_error: ReadErrorSink
@@ -39,22 +55,15 @@ def read_topology(nodes: NodeSysFS, parse_error: ParseErrorSink, read_error: Rea
     cpus: dict[int, frozenset[int]] = {}
     rows: dict[int, tuple[int, ...]] = {}
     for node in sorted(online or ()):
-        try:
-            c = parse_cpulist(nodes.cpulist(node))
-            if c is None:
-                parse_error("node_cpulist", f"{nodes.root}/node{node}/cpulist")
-            else:
-                cpus[node] = c
-        except SourceError as err:
-            read_error(err)
-        try:
-            row = parse_node_distance(nodes.distance(node))
-            if row is None:
-                parse_error("node_distance", f"{nodes.root}/node{node}/distance")
-            else:
-                rows[node] = row
-        except SourceError as err:
-            read_error(err)
+        base = f"{nodes.root}/node{node}"
+        c = _read_parsed(partial(nodes.cpulist, node), parse_cpulist, "node_cpulist",
+                         f"{base}/cpulist", parse_error, read_error)
+        if c is not None:
+            cpus[node] = c
+        row = _read_parsed(partial(nodes.distance, node), parse_node_distance,
+                           "node_distance", f"{base}/distance", parse_error, read_error)
+        if row is not None:
+            rows[node] = row
     return build_topology(online, cpus, rows)
 
 
