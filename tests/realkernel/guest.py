@@ -678,7 +678,10 @@ class BootResult:
 def _qemu_cmd(assets: Assets, layout: Layout, accel: str, image: Path, rkio: Path) -> list[str]:
     """Return the QEMU command line for one boot."""
     cpu = os.environ.get("NUMA_REALKERNEL_CPU") or ("host" if accel == "kvm" else "max")
-    append = "console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off nokaslr tsc=reliable"
+    # numa_balancing=disable: no hinting PTEs armed during boot; scenarios that want
+    # balancing switch the sysctl on themselves.
+    append = ("console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off nokaslr tsc=reliable"
+              " numa_balancing=disable")
     repo_share: list[str] = []
     if str(REPO).startswith(tuple(t + "/" for t in _TMPFS_IN_GUEST)):
         if " " in str(REPO):

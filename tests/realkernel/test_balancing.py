@@ -90,10 +90,20 @@ def test_balancing_off_nothing_moves(run: ScenarioRun, scenario: str) -> None:
     for node in set(first.node_bytes) | set(last.node_bytes):
         assert close(first.node_bytes.get(node, 0), last.node_bytes.get(node, 0), abs_bytes=0.1 *
                      MiB), f"kernel placement changed: {first.node_bytes} -> {last.node_bytes}"
+    # The guest-wide counter is not required to stay flat: PTEs that task_numa_work armed in
+    # other long-lived processes while an earlier scenario had balancing on still take hinting
+    # faults after the sysctl goes to 0, and do_numa_page migrates them (a CI run saw +2 pages).
+    # What must hold is that the workload's own pages never move, and that the guest-wide
+    # movement stays far below what migrating the workload would show.
     vm = _series(run, MIGRATED)
-    assert len(set(vm)) == 1 and vm[0] is not None, f"vmstat numa_pages_migrated moved: {vm}"
+    assert all(v is not None for v in vm), vm
+    workload_pages = run.scenario.size_mib * MiB / 4096
+    assert (vm[-1] or 0) - (vm[0] or 0) < 0.01 * workload_pages, (
+        f"vmstat numa_pages_migrated moved by more than stray hinting faults: {vm}")
     proc = _series(run, PROC_MIGRATED, pid=pid)
     assert proc == [0.0] * run.count, f"process pages migrated {proc}"
+    kernel_proc = [run.kernel(i).sched.get("numa_pages_migrated") for i in range(run.count)]
+    assert kernel_proc == [0] * run.count, f"kernel sched numa_pages_migrated {kernel_proc}"
     ratios = [run.scrape(i).ratio(run.pid) for i in range(run.count)]
     assert all(r is not None and r >= 0.95 for r in ratios), ratios
 
