@@ -93,7 +93,8 @@ SPECS: tuple[MetricSpec, ...] = (
         "numa_process_pages_migrated_total",
         "counter",
         "Pages of the process migrated by automatic NUMA balancing, summed over its threads "
-        "(numa_pages_migrated in /proc/<pid>/task/<tid>/sched), where the kernel reports it."
+        "(numa_pages_migrated in /proc/<pid>/task/<tid>/sched), where the kernel reports it; "
+        "threads that exited still count."
         + _LAST_SCAN,
         P,
     ),

@@ -14,6 +14,7 @@ import structlog
 from numa_exporter.cgroups import read_cgroups
 from numa_exporter.config import Config
 from numa_exporter.model.binding import analyse
+from numa_exporter.model.counters import ThreadSum, advance
 from numa_exporter.model.drift import DriftTracker, WarmupRule
 from numa_exporter.model.home import home_for, locality
 from numa_exporter.model.snapshot import (
@@ -74,6 +75,7 @@ class ScanState:
     """What a scanner carries from one scan to the next."""
 
     thread_ticks: dict[Identity, dict[int, int]] = field(default_factory=dict)
+    migrated: dict[Identity, ThreadSum] = field(default_factory=dict)
     denied: set[Identity] = field(default_factory=set)
     denied_pids: set[int] = field(default_factory=set)
     pending: list[int] = field(default_factory=list)
@@ -247,15 +249,15 @@ class Scanner:
         weights: list[tuple[int, float]] = []
         ticks_now: dict[int, int] = {}
         prev = self.state.thread_ticks.get(ident, {})
-        migrated: int | None = None
+        migrated_now: dict[int, int] = {}
         try:
             tids = files.tids()
         except Gone:
             raise
         except SourceError as err:
             self.read_error(err)
-            tids = []
-        for tid in tids:
+            tids = None
+        for tid in tids or ():
             try:
                 tstat = parse_pid_stat(files.task_stat(tid))
             except Gone:
@@ -279,8 +281,16 @@ class Scanner:
                 if sched.error_count:
                     self.parse_error("sched", f"{files.path}/task/{tid}/sched")
                 if sched.numa_pages_migrated is not None:
-                    migrated = (migrated or 0) + sched.numa_pages_migrated
+                    migrated_now[tid] = sched.numa_pages_migrated
         self.state.thread_ticks[ident] = ticks_now
+        migrated: int | None = None
+        prev_migrated = self.state.migrated.get(ident)
+        if tids is None:  # thread list unreadable: keep the counter where it was
+            migrated = prev_migrated.total if prev_migrated is not None else None
+        elif migrated_now or prev_migrated is not None:
+            counter = advance(prev_migrated or ThreadSum(), migrated_now, frozenset(tids))
+            self.state.migrated[ident] = counter
+            migrated = counter.total
         # weight by recent CPU time when there is some, else every thread counts once
         if any(w > 0 for _, w in weights):
             use = [(n, max(w, 0.0)) for n, w in weights]
@@ -476,6 +486,7 @@ class Scanner:
         self.state.thread_ticks = {
             i: t for i, t in self.state.thread_ticks.items() if i[0] in alive
         }
+        self.state.migrated = {i: c for i, c in self.state.migrated.items() if i[0] in alive}
         self.state.denied = {i for i in self.state.denied if i[0] in alive}
         self.drift.forget_except(alive)
         if len(self.state.logged) > MAX_LOGGED:  # "log once" memory stays bounded
