@@ -21,6 +21,7 @@ class Sampler:
         self.interval = interval
         self._snapshot: Snapshot | None = None
         self._stop = threading.Event()
+        scanner.stop_event = self._stop  # a read in progress is abandoned on stop
         self._first = threading.Event()
         self._topology_dirty = threading.Event()
         self._thread = threading.Thread(target=self._run, name="numa-sampler", daemon=True)

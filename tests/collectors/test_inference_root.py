@@ -69,7 +69,9 @@ def test_mismatches(snap: Snapshot) -> None:
                           "balancing_with_strict_binding"}
     assert on["trainer"] == set()
     assert on["pinned-app"] == set()
-    assert on["tbound"] == {"threads_bound_memory_free", "balancing_with_strict_binding"}
+    # CPUs bound, memory free: balancing moves that memory to the threads (it helps), so
+    # balancing_with_strict_binding (memory held where balancing cannot move it) is off
+    assert on["tbound"] == {"threads_bound_memory_free"}
     vllm = _proc(snap, "vllm")
     assert vllm.memory_bound is True and vllm.cpus_bound is True
     assert _proc(snap, "trainer").memory_bound is False
@@ -98,6 +100,9 @@ def test_drift_counts_net_movement_and_baseline_after_warmup() -> None:
     cfg = _config(warmup_age=0.0, warmup_scans=2, warmup_rss_tolerance=0.05)
     scanner = Scanner(cfg, accelerators=accelerator_source(cfg))
     scanner.scan()
+    second = scanner.scan()
+    # the baseline is the median of at least three scans: one bad scan cannot set it
+    assert _proc(second, "vllm").drift.baseline_remote_ratio is None  # type: ignore[union-attr]
     second = scanner.scan()
     vllm = _proc(second, "vllm")
     assert vllm.drift is not None

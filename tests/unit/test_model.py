@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from numa_exporter.model.binding import analyse
-from numa_exporter.model.drift import DriftTracker, WarmupRule
+from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.home import Home, choose_home, locality, thread_nodes
 
 MiB = 1 << 20
@@ -54,37 +54,74 @@ def test_binding_failure_modes() -> None:
     assert _analyse(policy_nodes={("bind", frozenset({0})): 100}, balancing_mode=1) == {
         "balancing_with_strict_binding"}
     assert _analyse(policy_nodes={("bind", frozenset({0})): 100}, balancing_mode=2) == set()
+    # CPUs pinned, memory free: balancing moves the memory to the threads, which helps
+    assert _analyse(affinity_nodes=frozenset({0}), balancing_mode=1) == {
+        "threads_bound_memory_free"}
     # interleave over every node is no restriction
     assert _analyse(policy_nodes={("interleave", frozenset({0, 1})): 100},
                     affinity_nodes=frozenset({0})) == {"threads_bound_memory_free"}
 
 
-def test_drift_movement_baseline_and_pid_reuse() -> None:
-    t = DriftTracker(WarmupRule(age=10.0, scans=2, tolerance=0.05))
-    d = t.observe(7, now=100.0, start_time=95.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
+def test_cpus_pinned_memory_free_under_balancing_is_not_strict() -> None:
+    # a real capture: one thread pinned to CPU 0, memory policy default, balancing on;
+    # balancing is what moves that memory to the thread's node, so it is no mismatch
+    assert _analyse(affinity_nodes=frozenset({0}), balancing_mode=1) == {
+        "threads_bound_memory_free"}
+    assert _analyse(mems_allowed=frozenset({0}), balancing_mode=1) == {
+        "balancing_with_strict_binding"}
+
+
+def test_memory_off_its_own_bind_policy() -> None:
+    # after `migratepages PID 1 0` on a process started with --membind=1
+    bound = {("bind", frozenset({1})): 256 * MiB}
+    assert "memory_off_policy_nodes" in _analyse(policy_nodes=bound,
+                                                 off_policy_bytes=256 * MiB)
+    assert "memory_off_policy_nodes" not in _analyse(policy_nodes=bound, off_policy_bytes=0)
+    # a stray page or two is no verdict
+    assert "memory_off_policy_nodes" not in _analyse(policy_nodes=bound,
+                                                     off_policy_bytes=MiB)
+
+
+RULE = WarmupRule(age=10.0, scans=2, tolerance=0.05)
+
+
+def test_drift_movement_and_baseline() -> None:
+    t = DriftTrack.new(RULE)
+    d = t.observe(RULE, age=5.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
     assert d.baseline_remote_ratio is None  # too young
-    d = t.observe(7, now=110.0, start_time=95.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
+    for age in (15.0, 25.0):
+        d = t.observe(RULE, age=age, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
     assert d.baseline_remote_ratio == 0.0
-    d = t.observe(7, now=120.0, start_time=95.0, rss=100, node_bytes={0: 40, 1: 60},
-                  remote_ratio=0.6)
+    d = t.observe(RULE, age=35.0, rss=100, node_bytes={0: 40, 1: 60}, remote_ratio=0.6)
     assert d.baseline_remote_ratio == 0.0
     assert d.departed_bytes == {0: 60} and d.arrived_bytes == {1: 60}
-    d = t.observe(7, now=130.0, start_time=95.0, rss=100, node_bytes={0: 100},
-                  remote_ratio=0.0)
+    d = t.observe(RULE, age=45.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
     assert d.departed_bytes == {0: 60, 1: 60} and d.arrived_bytes == {1: 60, 0: 60}
-    # same pid, new start time: a new process, fresh baseline and counters
-    d = t.observe(7, now=140.0, start_time=139.0, rss=100, node_bytes={1: 100},
-                  remote_ratio=1.0)
-    assert d.baseline_remote_ratio is None and d.arrived_bytes == {}
+
+
+def test_one_bad_scan_during_warmup_does_not_become_the_baseline() -> None:
+    # a guest workload once had its baseline recorded from one wrong scan (0.979 while its
+    # real ratio was 0) and reported a change of -0.979 for the rest of its life
+    t = DriftTrack.new(RULE)
+    ratios = (0.0, 0.0, 0.979)
+    for i, r in enumerate(ratios):
+        d = t.observe(RULE, age=20.0 + i, rss=100, node_bytes={0: 100}, remote_ratio=r)
+    assert d.baseline_remote_ratio == 0.0
+
+
+def test_unknown_age_is_never_warm() -> None:
+    t = DriftTrack.new(RULE)
+    for _ in range(5):
+        d = t.observe(RULE, age=None, rss=100, node_bytes={0: 100}, remote_ratio=0.1)
+    assert d.baseline_remote_ratio is None
 
 
 def test_rss_still_growing_is_not_warm() -> None:
-    t = DriftTracker(WarmupRule(age=0.0, scans=3, tolerance=0.05))
+    rule = WarmupRule(age=0.0, scans=3, tolerance=0.05)
+    t = DriftTrack.new(rule)
     for rss in (100, 200, 300):
-        d = t.observe(1, now=10.0, start_time=0.0, rss=rss, node_bytes={0: rss},
-                      remote_ratio=0.0)
+        d = t.observe(rule, age=10.0, rss=rss, node_bytes={0: rss}, remote_ratio=0.0)
     assert d.baseline_remote_ratio is None
     for _ in range(3):
-        d = t.observe(1, now=10.0, start_time=0.0, rss=300, node_bytes={0: 300},
-                      remote_ratio=0.25)
+        d = t.observe(rule, age=10.0, rss=300, node_bytes={0: 300}, remote_ratio=0.25)
     assert d.baseline_remote_ratio == pytest.approx(0.25)

@@ -15,8 +15,10 @@ REASONS = (
     "threads_bound_memory_free",
     "accelerator_node_not_allowed",
     "balancing_with_strict_binding",
+    "memory_off_policy_nodes",
 )
 STRICT_SHARE = 0.5  # memory counts as bound when this share of its bytes sits in strict policies
+OFF_POLICY_SHARE = 0.05  # bound pages found off their policy's nodes beyond this share: flagged
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +66,15 @@ def analyse(
     thread_nodes: frozenset[int],
     accelerator_nodes: frozenset[int],
     balancing_mode: int | None,
+    off_policy_bytes: int = 0,
 ) -> Binding:
-    """Return the process's bindings and, per reason in REASONS, whether it applies."""
+    """Return the process's bindings and, per reason in REASONS, whether it applies.
+
+    ``off_policy_bytes`` are resident bytes of bind-policy mappings found on nodes their
+    policy does not name (moved there by ``migratepages`` or an ``mbind`` without MOVE).
+    """
     mem = policy_memory_nodes(policy_nodes, online)
+    total = sum(policy_nodes.values())
     if mems_allowed is not None:
         allowed = mems_allowed & online
         if allowed and allowed != online:
@@ -81,7 +89,9 @@ def analyse(
                                            and not (mem & thread_nodes)),
         "threads_bound_memory_free": cpu is not None and mem is None,
         "accelerator_node_not_allowed": bool(known_accel and not (known_accel & allowed_mem)),
+        # balancing cannot move memory a strict binding holds; with memory free it helps
         "balancing_with_strict_binding": bool(balancing_mode and balancing_mode & 1
-                                              and (mem is not None or cpu is not None)),
+                                              and mem is not None),
+        "memory_off_policy_nodes": bool(total and off_policy_bytes / total > OFF_POLICY_SHARE),
     }
     return Binding(mem, cpu, mismatches)

@@ -1,12 +1,19 @@
-"""Drift after warm-up: a baseline per process (pid + start time) and net page movement."""
+"""Drift after warm-up: a process's baseline placement and its net page movement per node.
+
+One :class:`DriftTrack` belongs to one process identity (pid + start time); its owner (the
+per-process state) decides when a process is new.
+"""
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from numa_exporter.model.snapshot import Drift
+
+MIN_AGREEING_SCANS = 3  # the baseline is a median: one bad scan among three cannot set it
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,56 +25,53 @@ class WarmupRule:
     scans: int = 4
     tolerance: float = 0.05
 
+    @property
+    def window(self) -> int:
+        """Return how many recent scans the warm-up looks at."""
+        return max(self.scans, MIN_AGREEING_SCANS)
+
 
 @dataclass(slots=True)
-class _Track:
-    start_time: float
+class DriftTrack:
+    """What one process's drift needs from earlier scans."""
+
     rss: deque[int]
-    last_nodes: dict[int, int]
+    ratios: deque[float]
+    last_nodes: dict[int, int] | None = None
     arrived: dict[int, int] = field(default_factory=dict)
     departed: dict[int, int] = field(default_factory=dict)
     baseline: float | None = None
 
+    @classmethod
+    def new(cls, rule: WarmupRule) -> DriftTrack:
+        """Return an empty track sized for the rule."""
+        return cls(rss=deque(maxlen=rule.window), ratios=deque(maxlen=rule.window))
 
-class DriftTracker:
-    """Remembers each process between scans; a new start time means a new process."""
-
-    def __init__(self, rule: WarmupRule) -> None:
-        self.rule = rule
-        self._tracks: dict[int, _Track] = {}
-
-    def observe(self, pid: int, now: float, start_time: float, rss: int,
+    def observe(self, rule: WarmupRule, age: float | None, rss: int,
                 node_bytes: Mapping[int, int], remote_ratio: float) -> Drift:
-        """Return the drift of a process after recording this scan's placement.
+        """Return the drift after recording this scan's placement.
 
-        A pid seen with another start time is a new process: it gets a fresh baseline.
+        ``age`` is the process's age in seconds (None when the boot time is unknown: the
+        process is then never taken as warm). The baseline is the median remote ratio of the
+        last warm-up window, taken once the process is old enough and its RSS is stable.
         """
-        t = self._tracks.get(pid)
-        if t is None or abs(t.start_time - start_time) > 0.5:
-            t = _Track(start_time=start_time, rss=deque(maxlen=max(self.rule.scans, 1)),
-                       last_nodes=dict(node_bytes))
-            self._tracks[pid] = t
-        else:
-            for node in set(t.last_nodes) | set(node_bytes):
-                delta = node_bytes.get(node, 0) - t.last_nodes.get(node, 0)
+        if self.last_nodes is not None:
+            for node in set(self.last_nodes) | set(node_bytes):
+                delta = node_bytes.get(node, 0) - self.last_nodes.get(node, 0)
                 if delta > 0:
-                    t.arrived[node] = t.arrived.get(node, 0) + delta
+                    self.arrived[node] = self.arrived.get(node, 0) + delta
                 elif delta < 0:
-                    t.departed[node] = t.departed.get(node, 0) - delta
-            t.last_nodes = dict(node_bytes)
-        t.rss.append(rss)
-        if t.baseline is None and self._warm(t, now - start_time):
-            t.baseline = remote_ratio
-        return Drift(t.baseline, dict(t.arrived), dict(t.departed))
+                    self.departed[node] = self.departed.get(node, 0) - delta
+        self.last_nodes = dict(node_bytes)
+        self.rss.append(rss)
+        self.ratios.append(remote_ratio)
+        if self.baseline is None and age is not None and self._warm(rule, age):
+            self.baseline = statistics.median(self.ratios)
+        return Drift(self.baseline, dict(self.arrived), dict(self.departed))
 
-    def _warm(self, t: _Track, age: float) -> bool:
-        if age < self.rule.age or len(t.rss) < self.rule.scans:
+    def _warm(self, rule: WarmupRule, age: float) -> bool:
+        if age < rule.age or len(self.ratios) < rule.window:
             return False
-        lo, hi = min(t.rss), max(t.rss)
-        return hi == 0 or (hi - lo) / hi <= self.rule.tolerance
-
-    def forget_except(self, alive: frozenset[int]) -> None:
-        """Drop every process whose pid is not in ``alive``."""
-        for pid in list(self._tracks):
-            if pid not in alive:
-                del self._tracks[pid]
+        recent = list(self.rss)[-max(rule.scans, 1):]
+        lo, hi = min(recent), max(recent)
+        return hi == 0 or (hi - lo) / hi <= rule.tolerance

@@ -51,6 +51,11 @@ class ProcessSample:
     cpus_bound: bool | None = None
     mismatches: dict[str, bool] = field(default_factory=dict)
     drift: Drift | None = None
+    last_scan_timestamp: float | None = None  # Unix time of the read these values come from
+    method: str = "full"  # "full": numa_maps read; "sampled": move_pages estimate
+    samples: int | None = None  # pages sampled (None for a full read)
+    remote_ratio_stderr: float | None = None  # standard error of remote_ratio (sampled)
+    next_scan_timestamp: float | None = None  # when the cadence planner reads it next
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""
