@@ -33,12 +33,16 @@ def read_cgroups(fs: CgroupFS, groups: Iterable[ProcCgroup], parse_error: ParseE
     for path, g in sorted(seen.items()):
         try:
             raw = fs.memory_numa_stat(g.v2_path, g.v1_paths)
-            raw_stat = fs.memory_stat(g.v2_path, g.v1_paths)
         except SourceError as err:
             read_error(err)
             continue
         if raw is None:
             continue
+        try:  # the counters are extra: losing them must not lose the placement
+            raw_stat = fs.memory_stat(g.v2_path, g.v1_paths)
+        except SourceError as err:
+            read_error(err)
+            raw_stat = None
         ns = parse_memory_numa_stat(raw)
         if ns.error_count:
             parse_error("memory_numa_stat", f"{path}/memory.numa_stat:{ns.first_error_line}")

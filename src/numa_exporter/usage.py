@@ -8,7 +8,7 @@ from numa_exporter.config import Config
 from numa_exporter.model.snapshot import AcceleratorDevice, AcceleratorUse
 from numa_exporter.sources.accelerators import Accelerator, AcceleratorSource
 from numa_exporter.sources.errors import Gone, SourceError
-from numa_exporter.sources.process_fds import open_device_files
+from numa_exporter.sources.process_fds import is_live_procfs, open_device_files
 
 log = structlog.get_logger()
 
@@ -21,6 +21,9 @@ class AcceleratorMap:
         self.config = config
         self.devices: tuple[Accelerator, ...] = ()
         self._by_pci: dict[str, Accelerator] = {}
+        # fixture trees hold plain links such as 3 -> /dev/nvidia0: stat would follow them to
+        # this machine's own /dev and make results depend on the machine
+        self._stat_rdev = is_live_procfs(config.roots.procfs)
 
     def refresh(self) -> tuple[Accelerator, ...]:
         """Return the accelerators discovered anew (none when discovery fails, logged)."""
@@ -53,7 +56,8 @@ class AcceleratorMap:
                         found[a.pci_address] = a
         if self.source is not None and self.devices:
             try:
-                fds = open_device_files(self.config.roots.procfs, pid)
+                fds = open_device_files(self.config.roots.procfs, pid,
+                                        stat_rdev=self._stat_rdev)
             except Gone:
                 if not (self.config.roots.procfs / str(pid) / "status").exists():
                     raise

@@ -179,3 +179,21 @@ def test_node_ids_outside_the_topology_are_errors_not_series(tmp_path: Path) -> 
     (p,) = [p for p in snap.processes if p.pid == 300]
     assert {n for n, _ in p.memory} <= {0, 1}
     assert snap.stats.parse_errors["numa_maps"] >= 1
+
+
+def test_boot_time_unreadable_once_is_read_again(tmp_path: Path) -> None:
+    # a failed read of /proc/stat was cached as 0 for good: start times became seconds
+    # since boot and every process looked old enough to be warm
+    root = tmp_path / "root"
+    shutil.copytree(ROOTS / "two_node", root, symlinks=True)
+    stat = root / "proc" / "stat"
+    saved = stat.read_bytes()
+    stat.unlink()
+    scanner = Scanner(_config(root))
+    first = scanner.scan()
+    assert first.stats.read_errors[("stat", "gone")] >= 1
+    stat.write_bytes(saved)
+    btime = int(saved.split(b"btime")[1].split()[0])
+    second = scanner.scan()
+    (p,) = [p for p in second.processes if p.pid == 139]
+    assert p.start_time > btime

@@ -145,3 +145,28 @@ def test_real_procfs_regular_file_has_no_rdev(tmp_path: Path) -> None:
 def test_real_procfs_default_pattern_runs() -> None:
     for d in open_device_files(Path("/proc"), os.getpid()):
         assert ACCELERATOR_DEVICE_RE.fullmatch(d.path)
+
+
+def test_only_a_live_procfs_counts_as_live(tmp_path: Path) -> None:
+    from numa_exporter.sources.process_fds import is_live_procfs
+
+    assert is_live_procfs(Path("/proc"))
+    assert not is_live_procfs(tmp_path)
+    (tmp_path / "self").mkdir()  # fixture captures keep self/ as a folder
+    assert not is_live_procfs(tmp_path)
+
+
+def test_fixture_links_are_not_followed_to_this_machines_dev(tmp_path: Path) -> None:
+    # a fixture fd link to /dev/null: stat would follow it to this machine's real
+    # character device and report its (major, minor) as if the fixture process had it open
+    from numa_exporter.config import Config
+    from numa_exporter.roots import Roots
+    from numa_exporter.usage import AcceleratorMap
+
+    proc = tmp_path / "proc"
+    (proc / "7" / "fd").mkdir(parents=True)
+    (proc / "7" / "fd" / "3").symlink_to("/dev/null")
+    amap = AcceleratorMap(None, Config(roots=Roots(proc, tmp_path / "sys")))
+    assert amap._stat_rdev is False
+    assert open_device_files(proc, 7, stat_rdev=amap._stat_rdev,
+                             pattern=re.compile("/dev/null")) == (DeviceFd("/dev/null", None),)

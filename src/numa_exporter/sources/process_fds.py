@@ -33,6 +33,18 @@ class DeviceFd(NamedTuple):
     rdev: tuple[int, int] | None
 
 
+def is_live_procfs(procfs: Path) -> bool:
+    """Return whether ``procfs`` is a mounted kernel procfs (not a fixture tree).
+
+    A kernel procfs shows ``self`` as a link to a pid; fixture trees do not. Only on a live
+    procfs does ``stat`` of an fd link reach the open file rather than a host path.
+    """
+    try:
+        return os.readlink(procfs / "self").isdigit() and (procfs / "thread-self").exists()
+    except OSError:
+        return False
+
+
 def open_device_files(procfs: Path, pid: int, *, stat_rdev: bool = True,
                       pattern: re.Pattern[str] = ACCELERATOR_DEVICE_RE,
                       ) -> tuple[DeviceFd, ...]:
