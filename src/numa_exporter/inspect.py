@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from numa_exporter.config import AcceleratorPin, Config, HomePin
+from numa_exporter.model.binding import policy_memory_nodes
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
 from numa_exporter.parsers.cpulist import format_cpulist
@@ -26,7 +27,11 @@ MISMATCH_TEXT = {
     "memory_not_on_thread_nodes": "memory is bound to nodes where none of its threads run",
     "threads_bound_memory_free": "threads are bound but memory may land on any node",
     "accelerator_node_not_allowed": "the accelerator's node is outside the allowed memory nodes",
-    "balancing_with_strict_binding": "numa_balancing is on while the process is strictly bound",
+    "balancing_with_strict_binding": "numa_balancing is on while the process's memory is "
+                                     "strictly bound, where balancing cannot move it",
+    "memory_off_policy_nodes": "pages sit outside the nodes of the process's own bind policy "
+                               "(moved by migratepages or mbind); new pages still go to the "
+                               "policy's nodes",
 }
 
 
@@ -87,18 +92,50 @@ def diagnose(sample: ProcessSample, system: SystemSample, unit: str | None) -> D
                    f"{format_cpulist(set(target))}")
     remedies: list[str] = []
     if verdict in ("remote", "mixed") or problems:
-        nodes_s = format_cpulist(set(target))
-        cpus: frozenset[int] = frozenset()
-        for n in target:
-            cpus |= system.topology.cpus.get(n, frozenset())
-        remedies.append(f"numactl --cpunodebind={nodes_s} --membind={nodes_s} -- <command>")
-        if verdict != "local":
-            remote_nodes = sorted(set(node_bytes) - set(target))
-            if remote_nodes:
-                remedies.append(
-                    f"migratepages {sample.pid} {format_cpulist(set(remote_nodes))} {nodes_s}"
-                    "   # move existing pages now (numactl package)"
-                )
+        remedies = _remedies(sample, system, unit, target, verdict, node_bytes)
+    return Diagnosis(verdict, summary, target, tuple(problems), tuple(remedies), ratios)
+
+
+def current_bindings(sample: ProcessSample, system: SystemSample
+                     ) -> tuple[frozenset[int] | None, frozenset[int] | None]:
+    """Return (memory nodes, CPU nodes) the process is bound to now; None where unbound."""
+    online = frozenset(system.topology.nodes)
+    mem = policy_memory_nodes(sample.policy_nodes, online)
+    if sample.mems_allowed is not None:
+        allowed = sample.mems_allowed & online
+        if allowed and allowed != online:
+            mem = allowed if mem is None else (mem & allowed) or allowed
+    cpu: frozenset[int] | None = None
+    if sample.cpus_allowed:
+        nodes = system.topology.nodes_of_cpus(sample.cpus_allowed)
+        if nodes and nodes != system.topology.cpu_nodes():
+            cpu = nodes
+    return mem, cpu
+
+
+def _remedies(sample: ProcessSample, system: SystemSample, unit: str | None,
+              target: frozenset[int], verdict: str, node_bytes: dict[int, int]) -> list[str]:
+    """Return the remedy lines that would change something for the process."""
+    out: list[str] = []
+    nodes_s = format_cpulist(set(target))
+    mem_now, cpu_now = current_bindings(sample, system)
+    cpus: frozenset[int] = frozenset()
+    for n in target:
+        cpus |= system.topology.cpus.get(n, frozenset())
+    # a relaunch bound as it already is changes nothing: only suggest a different binding
+    if mem_now != target or (cpu_now or frozenset(system.topology.cpu_nodes())) != target:
+        out.append(f"numactl --cpunodebind={nodes_s} --membind={nodes_s} -- <command>")
+    remote_nodes = sorted(set(node_bytes) - set(target))
+    if verdict != "local" and remote_nodes:
+        line = (f"migratepages {sample.pid} {format_cpulist(set(remote_nodes))} {nodes_s}"
+                "   # move existing pages now (numactl package)")
+        if mem_now is not None and not target <= mem_now:
+            line += "; its policy keeps putting new pages elsewhere: relaunch as above"
+        out.append(line)
+    if sample.mismatches.get("memory_off_policy_nodes") and mem_now is not None:
+        out.append(f"# its bind policy still names node(s) {format_cpulist(set(mem_now))}: "
+                   f"relaunch with --membind={nodes_s} so new pages follow the moved ones")
+    if out and out[0].startswith("numactl"):
         dropin = ["[Service]", "NUMAPolicy=bind", f"NUMAMask={nodes_s}"]
         if cpus:
             dropin.append(f"CPUAffinity={format_cpulist(set(cpus))}")
@@ -109,10 +146,11 @@ def diagnose(sample: ProcessSample, system: SystemSample, unit: str | None) -> D
                 dropin.append(f"AllowedCPUs={format_cpulist(set(cpus))}")
         where = (f"/etc/systemd/system/{unit}.d/numa.conf" if unit
                  else "/etc/systemd/system/<unit>.d/numa.conf")
-        remedies.append(f"# systemd drop-in {where}:\n" + "\n".join(dropin))
-        if sample.mismatches.get("balancing_with_strict_binding"):
-            remedies.append("sysctl -w kernel.numa_balancing=0   # or leave the process unbound")
-    return Diagnosis(verdict, summary, target, tuple(problems), tuple(remedies), ratios)
+        out.append(f"# systemd drop-in {where}:\n" + "\n".join(dropin))
+    if sample.mismatches.get("balancing_with_strict_binding"):
+        out.append("sysctl -w kernel.numa_balancing=0   # balancing cannot move strictly "
+                   "bound memory; it only costs hinting faults")
+    return out
 
 
 def _unit(config: Config, pid: int) -> tuple[str | None, str | None]:
@@ -132,6 +170,7 @@ def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[
     table = {
         str(n): {k.value: sample.memory.get((n, k), 0) for k in Kind} for n in nodes
     }
+    mem_now, cpu_now = current_bindings(sample, system)
     return {
         "pid": sample.pid,
         "comm": sample.comm,
@@ -144,6 +183,8 @@ def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[
         "cpus_allowed": format_cpulist(set(sample.cpus_allowed or ())),
         "mems_allowed": format_cpulist(set(sample.mems_allowed or ())),
         "memory_bound": sample.memory_bound,
+        "memory_bound_nodes": format_cpulist(set(mem_now)) if mem_now is not None else None,
+        "cpu_bound_nodes": format_cpulist(set(cpu_now)) if cpu_now is not None else None,
         "cpus_bound": sample.cpus_bound,
         "policies": sample.policy_bytes,
         "accelerators": [{"device": a.device, "pci_address": a.pci_address, "node": a.node}
@@ -183,10 +224,11 @@ def render(rep: dict[str, Any]) -> str:
         out.append(f"{node:<6}" + "".join(_mib(row[k]) for k in kinds) + _mib(total)
                    + f"  {rep['threads_by_node'].get(node, 0):>7}")
     out.append("")
+    cpu_b, mem_b = rep["cpu_bound_nodes"], rep["memory_bound_nodes"]
     out.append(f"CPU affinity      {rep['cpus_allowed'] or '?'}"
-               f"{'  (bound)' if rep['cpus_bound'] else ''}")
-    out.append(f"Memory allowed    {rep['mems_allowed'] or '?'}"
-               f"{'  (bound)' if rep['memory_bound'] else ''}")
+               f"{f'  (bound to node {cpu_b})' if cpu_b else ''}")
+    out.append(f"Memory allowed    {rep['mems_allowed'] or '?'}")
+    out.append(f"Memory bound to   {f'node {mem_b}' if mem_b else 'no node (any node allowed)'}")
     pol = ", ".join(f"{k} {v / (1 << 20):.1f} MiB" for k, v in sorted(rep["policies"].items()))
     out.append(f"Memory policies   {pol or '-'}")
     if rep["accelerators"]:
