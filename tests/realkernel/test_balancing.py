@@ -53,6 +53,11 @@ def test_balancing_on_pages_follow_the_thread(run: ScenarioRun, scenario: str) -
     proc = _series(run, PROC_MIGRATED, pid=pid)
     assert all(v is not None for v in proc), proc
     assert (proc[-1] or 0) - (proc[0] or 0) >= 0.95 * size / 4096, f"process migrated {proc}"
+    # its CPUs are pinned and its memory is free: balancing is what fixed it, so
+    # balancing_with_strict_binding (memory held where balancing cannot move it) stays 0
+    for i in range(run.count):
+        assert run.scrape(i).value("numa_process_binding_mismatch", pid=pid,
+                                   reason="balancing_with_strict_binding") in (0.0, None)
     k_lo = run.kernel(-1, after=False).sched["numa_pages_migrated"]
     k_hi = last.sched["numa_pages_migrated"]
     assert proc[-1] is not None and k_lo <= proc[-1] <= k_hi, (

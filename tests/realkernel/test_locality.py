@@ -49,7 +49,8 @@ def test_remote_bound_mismatch_and_strict_balancing(run: ScenarioRun, scenario: 
                     reason="balancing_with_strict_binding") == 1
     rep = _inspect(run, "inspect-strict")
     assert rep["numa_balancing"] == 1
-    assert "numa_balancing is on while the process is strictly bound" in rep["problems"]
+    assert any("numa_balancing is on while the process's memory is strictly bound" in p
+               for p in rep["problems"]), rep["problems"]
     assert any("kernel.numa_balancing=0" in r for r in rep["remedies"])
 
 
