@@ -39,7 +39,11 @@ from numa_exporter.model.snapshot import (
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import Kind, NumaMaps, parse_numa_maps
 from numa_exporter.parsers.pid_stat import PidStat, parse_pid_stat
-from numa_exporter.parsers.pid_status import PidStatus, parse_pid_status
+from numa_exporter.parsers.pid_status import (
+    PidStatus,
+    parse_pid_status,
+    parse_pid_status_resident,
+)
 from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
 from numa_exporter.parsers.stat import parse_btime
 from numa_exporter.sources.accelerators import AcceleratorSource
@@ -225,6 +229,10 @@ class Scanner:
         except SourceError as err:
             self.read_error(err)
             states["denied" if isinstance(err, Denied) else "skipped"] += 1
+            return None
+        vm_rss, hugetlb = parse_pid_status_resident(raw)
+        if vm_rss is not None and vm_rss + hugetlb < self.config.min_resident:
+            states["skipped"] += 1  # the common case: decided from two lines
             return None
         status = parse_pid_status(raw)
         if status.error_count:

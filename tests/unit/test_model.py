@@ -125,3 +125,24 @@ def test_rss_still_growing_is_not_warm() -> None:
     for _ in range(3):
         d = t.observe(rule, age=10.0, rss=300, node_bytes={0: 300}, remote_ratio=0.25)
     assert d.baseline_remote_ratio == pytest.approx(0.25)
+
+
+def test_status_screen_agrees_with_the_full_parser() -> None:
+    from tests.conftest import ROOTS
+
+    from numa_exporter.parsers.pid_status import parse_pid_status, parse_pid_status_resident
+
+    seen = 0
+    for path in sorted(ROOTS.glob("*/proc/*/status")):
+        raw = path.read_bytes()
+        full = parse_pid_status(raw)
+        rss, huge = parse_pid_status_resident(raw)
+        if full.error_count == 0:
+            assert (rss, huge) == (full.vm_rss, full.hugetlb or 0), path
+            seen += 1
+    assert seen >= 10
+    assert parse_pid_status_resident(b"Name:\tx\nVmRSS:\t 12 kB\n") == (12 * 1024, 0)
+    assert parse_pid_status_resident(b"Name:\tkthreadd\n") == (None, 0)
+    assert parse_pid_status_resident(b"XVmRSS:\t12 kB\n") == (None, 0)
+    assert parse_pid_status_resident(b"VmRSS:\t\xc2\xb2 kB\n") == (None, 0)
+    assert parse_pid_status_resident(b"VmRSS:\t" + b"9" * 5000 + b" kB\n") == (None, 0)

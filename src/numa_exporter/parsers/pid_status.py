@@ -83,3 +83,29 @@ def parse_pid_status(data: bytes) -> PidStatus:
         mems_allowed=cpulist("Mems_allowed_list"),
         error_count=errors,
     )
+
+
+_MAX_KB_DIGITS = 16  # 10^16 kB is far beyond any machine: longer numbers are malformed
+
+
+def _kb_field(data: bytes, key: bytes) -> int | None:
+    """Return the bytes of a ``key:   N kB`` line of status, None when absent or malformed."""
+    i = data.find(key)
+    if i < 0 or (i and data[i - 1:i] != b"\n"):
+        return None
+    j = data.find(b"\n", i)
+    parts = data[i + len(key): j if j >= 0 else len(data)].split()
+    if len(parts) != 2 or parts[1] != b"kB" or not parts[0].isdigit():
+        return None
+    if len(parts[0]) > _MAX_KB_DIGITS:
+        return None
+    return int(parts[0]) * 1024
+
+
+def parse_pid_status_resident(data: bytes) -> tuple[int | None, int]:
+    """Return (VmRSS, HugetlbPages) in bytes for screening; VmRSS None for kernel threads.
+
+    Cheap enough to run on every process each scan: it looks at two lines only. A
+    malformed VmRSS reads as None here; the full :func:`parse_pid_status` counts it.
+    """
+    return _kb_field(data, b"VmRSS:"), _kb_field(data, b"HugetlbPages:") or 0
