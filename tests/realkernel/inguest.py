@@ -378,6 +378,17 @@ def run_scenario(sc: Scenario, plan: dict[str, Any], out: Path, index: int) -> d
                 sysctl("/proc/sys/kernel/numa_balancing", "0")
             if plan.get("capture_roots"):
                 capture_root(all_pids, out / "root", cgroup)
+            if sc.migrate_pages and exp is not None:
+                src, dst = sc.migrate_pages
+                r = subprocess.run(["migratepages", str(pid), src, dst], capture_output=True,
+                                   timeout=120, check=False)
+                if r.returncode != 0:
+                    summary["errors"].append(f"migratepages exited {r.returncode}: "
+                                             f"{r.stderr[-500:]!r}")
+                capture_kernel(pid, out / "kernel-migrated", tids_of(pid), cgroup)
+                text = exp.wait_scans(2, 30, pid=pid)
+                write(out / "scrape-migrated.txt", text or "")
+                inspect("inspect-migrated")
         else:
             if plan.get("capture_roots"):
                 capture_root(all_pids, out / "root.before-move", cgroup)

@@ -46,6 +46,9 @@ class Scenario:
     verdict: str | None = None
     #: after the static scrape, switch numa_balancing on and scrape and inspect again
     strict_balancing_check: bool = False
+    #: after the static checks, ``migratepages PID FROM TO`` (nodes as numactl writes them),
+    #: then scrape and inspect again: pages then sit off their own bind policy's nodes
+    migrate_pages: tuple[str, str] | None = None
 
     def workload_argv(self, binary: str, ready: str, lifetime_s: int = 300) -> list[str]:
         """Return the command line that starts this scenario's workload."""
@@ -60,7 +63,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         "membind_remote", "2node", "anon", 128,
         "threads on node 0, memory bound to node 1 (numactl --cpunodebind=0 --membind=1)",
         numactl=("--cpunodebind=0", "--membind=1"), ratio=(0.95, 1.0), on_nodes={1: 0.99},
-        verdict="remote", strict_balancing_check=True,
+        verdict="remote", strict_balancing_check=True, migrate_pages=("1", "0"),
     ),
     Scenario(
         "local", "2node", "anon", 128,

@@ -54,6 +54,27 @@ def test_remote_bound_mismatch_and_strict_balancing(run: ScenarioRun, scenario: 
     assert any("kernel.numa_balancing=0" in r for r in rep["remedies"])
 
 
+@pytest.mark.parametrize("scenario", ["membind_remote"])
+def test_pages_moved_off_their_own_bind_policy(run: ScenarioRun, scenario: str) -> None:
+    """After ``migratepages PID 1 0`` on a --membind=1 process, its pages sit on node 0
+    against its own bind:1 policy: flagged, and inspect does not suggest the launch line."""
+    pid = str(run.pid)
+    assert run.scrape(0).value("numa_process_binding_mismatch", pid=pid,
+                               reason="memory_off_policy_nodes") == 0
+    moved = Exposition((run.path / "scrape-migrated.txt").read_text())
+    size = run.scenario.size_mib * MiB
+    assert moved.node_bytes(run.pid).get(0, 0) >= 0.95 * size, moved.node_bytes(run.pid)
+    assert moved.value("numa_process_binding_mismatch", pid=pid,
+                       reason="memory_off_policy_nodes") == 1
+    rep = _inspect(run, "inspect-migrated")
+    assert rep["verdict"] == "local"
+    assert any("own bind policy" in p for p in rep["problems"]), rep["problems"]
+    assert rep["memory_bound_nodes"] == "1" and rep["mems_allowed"] == "0-1"
+    text = "\n".join(rep["remedies"])
+    assert "--membind=1" not in text, text  # the line it was launched with changes nothing
+    assert "--membind=0" in text, text
+
+
 @pytest.mark.parametrize("scenario", ["split_threads"])
 def test_split_threads_have_no_mismatch(run: ScenarioRun, scenario: str) -> None:
     s = run.scrape(0)
