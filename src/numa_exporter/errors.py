@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import structlog
 
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 
 log = structlog.get_logger("numa_exporter.errors")
 
+T = TypeVar("T")
 MAX_LOGGED = 10_000  # distinct "log once" keys remembered before the memory is cleared
 
 
@@ -56,3 +60,28 @@ class ErrorReporter:
         if self.once("bug", source, type(exc).__name__, str(exc)[:200]):
             log.error("unexpected error; input skipped, scan goes on", source=source,
                       file=where, error=f"{type(exc).__name__}: {exc}"[:500], exc_info=exc)
+
+    def read_parsed(self, source: str, path: str, read: Callable[[], bytes | None],
+                    parse: Callable[[bytes], T | None]) -> T | None:
+        """Return ``parse(read())``: None (reported here) when unreadable, absent or broken.
+
+        A result that is None or carries a non-zero ``error_count`` counts as one malformed
+        file (the value is still returned: the parsers keep what they could read).
+        """
+        try:
+            raw = read()
+        except SourceError as err:
+            self.read(err)
+            return None
+        if raw is None:
+            return None
+        try:
+            value = parse(raw)
+        except Exception as exc:  # a parser bug costs this file, never the scan
+            self.bug(source, path, exc)
+            return None
+        errs = getattr(value, "error_count", 0) if value is not None else 1
+        if errs:
+            line = getattr(value, "first_error_line", None)
+            self.parse(source, f"{path}:{line}" if line else path)
+        return value

@@ -193,7 +193,7 @@ class Scanner:
     def refresh_topology(self) -> Topology:
         """Return the topology read anew from sysfs (start-up and hotplug)."""
         try:
-            self.topology = read_topology(self.nodes, self.parse_error, self.read_error)
+            self.topology = read_topology(self.nodes, self.errors)
         except Exception as exc:  # a parser bug must not stop the exporter
             self.errors.bug("topology", str(self.nodes.root), exc)
             self.topology = getattr(self, "topology", None) or read_topology_empty()
@@ -512,7 +512,7 @@ class Scanner:
         cfg = self.config
         try:
             return read_system(
-                self.proc, self.nodes, self.topology, self.parse_error, self.read_error,
+                self.proc, self.nodes, self.topology, self.errors,
                 vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
                 balancing=cfg.enabled("balancing"),
             )
@@ -650,8 +650,7 @@ class Scanner:
         cgroups: tuple[CgroupSample, ...] = ()
         if self.cgroupfs is not None:
             try:
-                cgroups = read_cgroups(self.cgroupfs, self._groups, self.parse_error,
-                                       self.read_error)
+                cgroups = read_cgroups(self.cgroupfs, self._groups, self.errors)
             except Exception as exc:
                 self.errors.bug("cgroup", str(self.config.roots.sysfs), exc)
         states["skipped"] += len(pending)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
-from typing import TypeVar
 
+from numa_exporter.errors import ErrorReporter
 from numa_exporter.model.snapshot import HugePages, SystemSample
 from numa_exporter.model.topology import Topology, build_topology
 from numa_exporter.parsers.cpulist import parse_cpulist
@@ -17,62 +16,44 @@ from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.sysfs import NodeSysFS
 
-# (source, detail) -> called for each malformed file or line
-ParseErrorSink = Callable[[str, str], None]
-ReadErrorSink = Callable[[SourceError], None]
-T = TypeVar("T")
 
-
-def _read_parsed(read: Callable[[], bytes], parse: Callable[[bytes], T | None], source: str,
-                 path: str, parse_error: ParseErrorSink, read_error: ReadErrorSink) -> T | None:
-    """Return ``parse(read())``; None (reported to the sinks) when unreadable or malformed."""
-    try:
-        value = parse(read())
-    except SourceError as err:
-        read_error(err)
-        return None
-    if value is None:
-        parse_error(source, path)
-    return value
-
-
-def read_topology(nodes: NodeSysFS, parse_error: ParseErrorSink, read_error: ReadErrorSink
-                  ) -> Topology:
+def read_topology(nodes: NodeSysFS, errors: ErrorReporter) -> Topology:
     """Return the machine's topology from sysfs; unreadable parts are reported and left out."""
-    try:
-        online_raw = nodes.online()
-    except SourceError as err:
-        read_error(err)
-        online_raw = None
-    if online_raw is None:
-        ids = nodes.node_dirs()
-        online = frozenset(ids) if ids else None
-    else:
-        online = parse_cpulist(online_raw)
-        if online is None:
-            parse_error("node_online", f"{nodes.root}/online")
-            online = frozenset(nodes.node_dirs()) or None
+    base = str(nodes.root)
+    online = errors.read_parsed("node_online", f"{base}/online", nodes.online, parse_cpulist)
+    if online is None:
+        online = frozenset(nodes.node_dirs()) or None
     cpus: dict[int, frozenset[int]] = {}
     rows: dict[int, tuple[int, ...]] = {}
     for node in sorted(online or ()):
-        base = f"{nodes.root}/node{node}"
-        c = _read_parsed(partial(nodes.cpulist, node), parse_cpulist, "node_cpulist",
-                         f"{base}/cpulist", parse_error, read_error)
+        at = f"{base}/node{node}"
+        c = errors.read_parsed("node_cpulist", f"{at}/cpulist", partial(nodes.cpulist, node),
+                               parse_cpulist)
         if c is not None:
             cpus[node] = c
-        row = _read_parsed(partial(nodes.distance, node), parse_node_distance,
-                           "node_distance", f"{base}/distance", parse_error, read_error)
+        row = errors.read_parsed("node_distance", f"{at}/distance",
+                                 partial(nodes.distance, node), parse_node_distance)
         if row is not None:
             rows[node] = row
     return build_topology(online, cpus, rows)
+
+
+def _hugepages(nodes: NodeSysFS, node: int, errors: ErrorReporter) -> dict[int, HugePages]:
+    sizes: dict[int, HugePages] = {}
+    for size, files in nodes.hugepages(node).items():
+        vals = {k: parse_sysctl_int(v) for k, v in files.items()}
+        if any(v is None for v in vals.values()):
+            errors.parse("node_hugepages", f"{nodes.root}/node{node}/hugepages")
+        sizes[size] = HugePages(vals.get("nr_hugepages"), vals.get("free_hugepages"),
+                                vals.get("surplus_hugepages"))
+    return sizes
 
 
 def read_system(
     proc: ProcFS,
     nodes: NodeSysFS,
     topology: Topology,
-    parse_error: ParseErrorSink,
-    read_error: ReadErrorSink,
+    errors: ErrorReporter,
     *,
     vmstat: bool = True,
     node: bool = True,
@@ -81,66 +62,39 @@ def read_system(
     """Return the per-scan system counters; each unreadable or malformed file is reported."""
     vm: dict[str, int] = {}
     if vmstat:
-        try:
-            parsed = parse_vmstat(proc.vmstat())
-            if parsed.error_count:
-                parse_error("vmstat", f"{proc.root}/vmstat:{parsed.first_error_line}")
-            vm = parsed.numa_counters()
-        except SourceError as err:
-            read_error(err)
+        parsed = errors.read_parsed("vmstat", f"{proc.root}/vmstat", proc.vmstat, parse_vmstat)
+        vm = parsed.numa_counters() if parsed is not None else {}
     meminfo: dict[int, dict[str, int]] = {}
     numastat: dict[int, dict[str, int]] = {}
     huge: dict[int, dict[int, HugePages]] = {}
     if node and topology.numa:
         for n in topology.nodes:
-            try:
-                mi = parse_node_meminfo(nodes.meminfo(n))
-                if mi.error_count:
-                    parse_error("node_meminfo", f"{nodes.root}/node{n}/meminfo")
+            at = f"{nodes.root}/node{n}"
+            mi = errors.read_parsed("node_meminfo", f"{at}/meminfo",
+                                    partial(nodes.meminfo, n), parse_node_meminfo)
+            if mi is not None:
                 meminfo[n] = mi.bytes
-            except SourceError as err:
-                read_error(err)
-            try:
-                ns = parse_vmstat(nodes.numastat(n))
-                if ns.error_count:
-                    parse_error("node_numastat", f"{nodes.root}/node{n}/numastat")
+            ns = errors.read_parsed("node_numastat", f"{at}/numastat",
+                                    partial(nodes.numastat, n), parse_vmstat)
+            if ns is not None:
                 numastat[n] = ns.values
-            except SourceError as err:
-                read_error(err)
             try:
-                sizes: dict[int, HugePages] = {}
-                for size, files in nodes.hugepages(n).items():
-                    vals = {k: parse_sysctl_int(v) for k, v in files.items()}
-                    if any(v is None for v in vals.values()):
-                        parse_error("node_hugepages", f"{nodes.root}/node{n}/hugepages")
-                    sizes[size] = HugePages(
-                        vals.get("nr_hugepages"), vals.get("free_hugepages"),
-                        vals.get("surplus_hugepages"),
-                    )
-                huge[n] = sizes
+                huge[n] = _hugepages(nodes, n, errors)
             except SourceError as err:
-                read_error(err)
+                errors.read(err)
     mode: int | None = None
     rate: int | None = None
     if balancing:
-        try:
-            raw = proc.numa_balancing()
-            if raw is not None:
-                mode = parse_numa_balancing(raw)
-                if mode is None:
-                    parse_error("numa_balancing", f"{proc.root}/sys/kernel/numa_balancing")
-        except SourceError as err:
-            read_error(err)
-        try:
-            raw = proc.promote_rate_limit()
-            if raw is not None:
-                mbps = parse_sysctl_int(raw)
-                if mbps is None or mbps < 0:
-                    parse_error("numa_balancing", "numa_balancing_promote_rate_limit_MBps")
-                else:
-                    rate = mbps << 20  # the kernel's MB here is MiB (MB_TO_PAGES shifts by 20)
-        except SourceError as err:
-            read_error(err)
+        sysctl = f"{proc.root}/sys/kernel"
+        mode = errors.read_parsed("numa_balancing", f"{sysctl}/numa_balancing",
+                                  proc.numa_balancing, parse_numa_balancing)
+        mbps = errors.read_parsed("numa_balancing",
+                                  f"{sysctl}/numa_balancing_promote_rate_limit_MBps",
+                                  proc.promote_rate_limit, parse_sysctl_int)
+        if mbps is not None and mbps < 0:
+            errors.parse("numa_balancing", f"{sysctl}/numa_balancing_promote_rate_limit_MBps")
+        elif mbps is not None:
+            rate = mbps << 20  # the kernel's MB here is MiB (MB_TO_PAGES shifts by 20)
     return SystemSample(
         topology=topology,
         vmstat=vm,

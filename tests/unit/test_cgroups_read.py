@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from numa_exporter.cgroups import read_cgroups
+from numa_exporter.errors import ErrorReporter
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.sources.cgroupfs import CgroupFS
-from numa_exporter.sources.errors import Denied, SourceError
+from numa_exporter.sources.errors import Denied
 
 
 def _tree(tmp_path: Path) -> Path:
@@ -31,8 +32,8 @@ def test_failed_memory_stat_keeps_the_numa_stat(tmp_path: Path,
         raise Denied("memory_stat", "memory.stat")
 
     monkeypatch.setattr(CgroupFS, "memory_stat", denied)
-    errors: list[SourceError] = []
-    (sample,) = read_cgroups(fs, [group], lambda s, d: None, errors.append)
+    errors = ErrorReporter()
+    (sample,) = read_cgroups(fs, [group], errors)
     assert sample.memory[(0, "anon")] == 4096 and sample.memory[(1, "file")] == 4096
     assert sample.counters == {}
-    assert [e.source for e in errors] == ["memory_stat"]
+    assert errors.read_errors == {("memory_stat", "denied"): 1}
