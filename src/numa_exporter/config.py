@@ -6,11 +6,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from numa_exporter.collectors.registry import COLLECTORS as COLLECTORS
 from numa_exporter.roots import Roots
 
 DEFAULT_PORT = 10061
-COLLECTORS = ("process", "vmstat", "node", "balancing", "binding", "drift", "cgroup",
-              "accelerator")
 DEFAULT_DISABLED: frozenset[str] = frozenset()
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B?\s*$", re.IGNORECASE)
@@ -94,5 +93,7 @@ class Config:
     warmup_rss_tolerance: float = 0.05
 
     def enabled(self, collector: str) -> bool:
-        """Return whether a collector is on."""
+        """Return whether a collector is on; KeyError for a name no collector has."""
+        if collector not in COLLECTORS:
+            raise KeyError(f"no collector named {collector!r} (known: {', '.join(COLLECTORS)})")
         return collector in self.collectors

@@ -32,6 +32,7 @@ from numa_exporter.parsers.pid_stat import parse_pid_stat
 from numa_exporter.parsers.pid_status import PidStatus, parse_pid_status
 from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
 from numa_exporter.parsers.stat import parse_btime
+from numa_exporter.selfmetrics import SelfMetrics
 from numa_exporter.sources.accelerators import AcceleratorSource
 from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied, Gone, SourceError
@@ -42,7 +43,6 @@ from numa_exporter.usage import AcceleratorMap, pinned_home
 
 log = structlog.get_logger("numa_exporter.scanner")
 
-SCAN_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 MAX_LOGGED = 10_000
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
@@ -84,9 +84,7 @@ class ScanState:
     budget_skipped_total: int = 0
     parse_errors: dict[str, int] = field(default_factory=dict)
     read_errors: dict[tuple[str, str], int] = field(default_factory=dict)
-    hist: list[int] = field(default_factory=lambda: [0] * (len(SCAN_BUCKETS) + 1))
-    hist_sum: float = 0.0
-    hist_count: int = 0
+    self_metrics: SelfMetrics = field(default_factory=SelfMetrics)
 
 
 ProcessHook = Callable[[ProcessSample, ProcessFiles, Topology, SystemSample], ProcessSample]
@@ -395,17 +393,6 @@ class Scanner:
         return self.read_process(_Candidate(pid, status, files), system), system
 
     # --- the scan ----------------------------------------------------------------------
-    def _observe(self, seconds: float) -> None:
-        st = self.state
-        for i, le in enumerate(SCAN_BUCKETS):
-            if seconds <= le:
-                st.hist[i] += 1
-                break
-        else:
-            st.hist[-1] += 1
-        st.hist_sum += seconds
-        st.hist_count += 1
-
     def scan(self, wall: Callable[[], float] = time.time) -> Snapshot:
         """Return a new snapshot; never raises for bad input, unreadable or vanished files."""
         cfg = self.config
@@ -441,7 +428,7 @@ class Scanner:
                     self.read_error(err)
                     continue
                 finally:
-                    self._observe(self.clock() - t1)
+                    self.state.self_metrics.observe_process_read(self.clock() - t1)
                 if sample is None:
                     states["skipped"] += 1
                     continue
@@ -457,11 +444,6 @@ class Scanner:
         self.state.scans += 1
         duration = self.clock() - t0
         st = self.state
-        cum = 0
-        buckets: list[tuple[float, int]] = []
-        for le, n in zip((*SCAN_BUCKETS, float("inf")), st.hist, strict=True):
-            cum += n
-            buckets.append((le, cum))
         stats = ExporterStats(
             scans=st.scans,
             duration_seconds=duration,
@@ -470,9 +452,7 @@ class Scanner:
             budget_skipped_total=st.budget_skipped_total,
             parse_errors=dict(st.parse_errors),
             read_errors=dict(st.read_errors),
-            scan_seconds_buckets=tuple(buckets),
-            scan_seconds_sum=st.hist_sum,
-            scan_seconds_count=st.hist_count,
+            self_metrics=st.self_metrics.collect(),
         )
         log.info("scan", processes=states["scanned"], skipped=states["skipped"],
                  denied=states["denied"], gone=states["gone"], pending=len(pending),

@@ -74,7 +74,7 @@ def test_metric_name_check_catches_a_misspelt_metric() -> None:
         "numa_proces_pages_migrated_total"}
     assert not known_series_name("numa_proces_pages_migrated_total")
     assert known_series_name("numa_vmstat_pgmigrate_success_total")
-    assert known_series_name("numa_node_miss_total")
+    assert known_series_name("numa_node_miss_pages_total")
 
 
 def test_promtool_check_rules_and_config() -> None:

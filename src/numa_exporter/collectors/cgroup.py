@@ -1,0 +1,52 @@
+"""Collector ``cgroup``: per-cgroup memory.numa_stat bytes and NUMA balancing counters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import Metric
+
+from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.model.snapshot import Snapshot
+
+from .base import CollectorDef
+from .families import family
+
+if TYPE_CHECKING:
+    from numa_exporter.config import Config
+
+MEMORY = MetricSpec(
+    "numa_cgroup_memory_bytes", "gauge",
+    "Bytes charged to the cgroup on the node, by kind, from memory.numa_stat.",
+    ("cgroup", "node", "kind"))
+STAT = MetricSpec(
+    "numa_cgroup_memory_stat_total", "counter",
+    "NUMA balancing counter of the cgroup from memory.stat, by field (numa_pages_migrated, "
+    "numa_pte_updates, numa_hint_faults, pgpromote_success, pgdemote_*), where the kernel "
+    "has them.",
+    ("cgroup", "field"))
+UNIT = MetricSpec(
+    "numa_cgroup_systemd_unit_info", "info",
+    "Always 1: the systemd unit a cgroup belongs to; only for cgroups of a unit (join on "
+    "cgroup).",
+    ("cgroup", "unit"))
+
+SPECS = (MEMORY, STAT, UNIT)
+
+
+def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+    """Yield the per-cgroup families of the snapshot's cgroups."""
+    mem, ctr, unit = (family(s) for s in SPECS)
+    for c in snap.cgroups:
+        for (node, kind), b in sorted(c.memory.items()):
+            mem.add_metric([c.path, str(node), kind], b)
+        for name, v in sorted(c.counters.items()):
+            ctr.add_metric([c.path, name], v)
+        if c.unit:
+            unit.add_metric([c.path, c.unit], 1)
+    yield from (mem, ctr, unit)
+
+
+COLLECTOR = CollectorDef(
+    "cgroup", "per-cgroup memory.numa_stat and NUMA balancing counters", SPECS, emit)
