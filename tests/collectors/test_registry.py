@@ -65,7 +65,7 @@ def _spec_of(metric: Metric, specs: tuple[MetricSpec, ...]) -> MetricSpec | None
     for s in specs:
         if s.pattern:
             rx = re.escape(s.family_name).replace(re.escape("<field>"), "[a-z0-9_]+")
-            if re.fullmatch(rx, metric.name):
+            if re.fullmatch(rx, metric.name) and metric.type == s.type:
                 return s
         elif metric.name in (s.family_name, s.name) and metric.type in (
                 s.type, "gauge" if s.type == "info" else s.type):

@@ -11,7 +11,7 @@ from numa_exporter.metrics_spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
 
 from .base import CollectorDef
-from .families import family
+from .families import Family, family, pattern_family
 
 if TYPE_CHECKING:
     from numa_exporter.config import Config
@@ -21,11 +21,11 @@ MEMORY = MetricSpec(
     "Bytes charged to the cgroup on the node, by kind, from memory.numa_stat.",
     ("cgroup", "node", "kind"))
 STAT = MetricSpec(
-    "numa_cgroup_memory_stat_total", "counter",
-    "NUMA balancing counter of the cgroup from memory.stat, by field (numa_pages_migrated, "
-    "numa_pte_updates, numa_hint_faults, pgpromote_success, pgdemote_*), where the kernel "
-    "has them.",
-    ("cgroup", "field"))
+    "numa_cgroup_<field>_total", "counter",
+    "Counter <field> of the cgroup from memory.stat (one family per NUMA balancing and "
+    "tiering field: numa_pages_migrated, numa_pte_updates, numa_hint_faults, "
+    "pgpromote_success, pgdemote_*), where the kernel has them.",
+    ("cgroup",), pattern=True)
 UNIT = MetricSpec(
     "numa_cgroup_systemd_unit_info", "info",
     "Always 1: the systemd unit a cgroup belongs to; only for cgroups of a unit (join on "
@@ -37,15 +37,20 @@ SPECS = (MEMORY, STAT, UNIT)
 
 def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
     """Yield the per-cgroup families of the snapshot's cgroups."""
-    mem, ctr, unit = (family(s) for s in SPECS)
+    mem, unit = family(MEMORY), family(UNIT)
+    counters: dict[str, Family] = {}
     for c in snap.cgroups:
         for (node, kind), b in sorted(c.memory.items()):
             mem.add_metric([c.path, str(node), kind], b)
         for name, v in sorted(c.counters.items()):
-            ctr.add_metric([c.path, name], v)
+            if name not in counters:
+                counters[name] = pattern_family(STAT, name)
+            counters[name].add_metric([c.path], v)
         if c.unit:
             unit.add_metric([c.path, c.unit], 1)
-    yield from (mem, ctr, unit)
+    yield mem
+    yield from (counters[name] for name in sorted(counters))
+    yield unit
 
 
 COLLECTOR = CollectorDef(
