@@ -56,6 +56,14 @@ PARSE_ONLY = {
         "fixture roots are static; this host has data only when a process grows meanwhile",
     ("Bytes arriving / leaving per node", "B"):
         "numa_process_node_departed_bytes_total: as above",
+    ("Time since each process was last read", "A"):
+        "numa_process_last_scan_timestamp_seconds: the scanner does not fill it in yet",
+    ("Time since each process was last read", "B"):
+        "numa_process_next_scan_timestamp_seconds: exported only where reads are planned",
+    ("Sampling error of the remote ratio", "A"):
+        "numa_process_remote_memory_ratio_stderr > 0: only sampled placement reads have it",
+    ("Sampling error of the remote ratio", "B"):
+        "numa_process_placement_sampled_pages: only sampled placement reads have it",
 }
 
 

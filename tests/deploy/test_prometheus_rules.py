@@ -35,7 +35,8 @@ EXPECTED_ALERTS = {
     "NumaProcessRemoteMemoryHigh", "NumaProcessPlacementDrift", "NumaProcessPageMigrationHigh",
     "NumaHostPageMigrationHigh", "NumaBalancingWithStrictBinding", "NumaAcceleratorNodeMismatch",
     "NumaExporterDown", "NumaExporterScanStale", "NumaExporterScanSlow",
-    "NumaExporterParseErrors", "NumaExporterPermissionDenied",
+    "NumaExporterParseErrors", "NumaExporterPermissionDenied", "NumaProcessMemoryOffPolicyNodes",
+    "NumaProcessScanStale",
 }
 def alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for r in rules(RULES) if "alert" in r}
@@ -54,7 +55,8 @@ def test_every_documented_alert_exists_with_severity_and_runbook() -> None:
 
 def test_process_alerts_point_to_inspect_and_the_dropin() -> None:
     for name in ("NumaProcessRemoteMemoryHigh", "NumaProcessPlacementDrift",
-                 "NumaAcceleratorNodeMismatch", "NumaProcessPageMigrationHigh"):
+                 "NumaAcceleratorNodeMismatch", "NumaProcessPageMigrationHigh",
+                 "NumaProcessMemoryOffPolicyNodes"):
         runbook = alerts()[name]["annotations"]["runbook"]
         assert "numa-exporter inspect {{ $labels.pid }}" in runbook, name
         assert "deploy/systemd/inference-numa-binding.conf" in runbook, name
