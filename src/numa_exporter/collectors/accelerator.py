@@ -18,12 +18,12 @@ if TYPE_CHECKING:
 
 DEVICE = MetricSpec(
     "numa_accelerator_info", "info",
-    "Always 1: an accelerator PCI device found through udev and its NUMA node (-1: the "
+    "Always 1; an accelerator PCI device found through udev and its NUMA node (-1: the "
     "firmware does not say).",
     ("device", "pci_address", "vendor", "driver", "node"))
 PROCESS_DEVICE = MetricSpec(
     "numa_process_accelerator_info", "info",
-    "Always 1: an accelerator device the process has open and that device's NUMA node "
+    "Always 1; an accelerator device the process has open and that device's NUMA node "
     "(-1: unknown).",
     ("pid", "comm", "device", "node"))
 

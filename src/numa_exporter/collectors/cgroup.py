@@ -28,8 +28,8 @@ STAT = MetricSpec(
     ("cgroup",), pattern=True)
 UNIT = MetricSpec(
     "numa_cgroup_systemd_unit_info", "info",
-    "Always 1: the systemd unit a cgroup belongs to; only for cgroups of a unit (join on "
-    "cgroup).",
+    "Always 1; the systemd unit the cgroup belongs to, for cgroups of a unit only (join on "
+    "the cgroup label).",
     ("cgroup", "unit"))
 
 SPECS = (MEMORY, STAT, UNIT)

@@ -22,7 +22,7 @@ STATES = ("scanned", "skipped", "denied", "gone")
 
 BUILD = MetricSpec(
     "numa_exporter_build_info", "info",
-    "Always 1: the version of numa-exporter and of the Python running it.",
+    "Always 1; the version of numa-exporter and of the Python running it.",
     ("version", "python_version"))
 SCAN_DURATION = MetricSpec(
     "numa_exporter_scan_duration_seconds", "gauge",

@@ -42,8 +42,8 @@ RATIO = MetricSpec(
     "method=sampled.", P)
 HOME = MetricSpec(
     "numa_process_home_nodes_info", "info",
-    "Always 1: nodes are the nodes that count as local for the process, source what chose "
-    "them (config, accelerator, threads, affinity).",
+    "Always 1; the labels name the process's home nodes (nodes: the nodes counted as local) "
+    "and what chose them (source: config, accelerator, threads, affinity).",
     (*P, "nodes", "source"))
 THREADS = MetricSpec(
     "numa_process_threads", "gauge",
@@ -71,8 +71,8 @@ NEXT_READ = MetricSpec(
     "not planned per process.", P)
 PLACEMENT = MetricSpec(
     "numa_process_placement_info", "info",
-    "Always 1: method says how the process's placement was measured, full (every mapping "
-    "of numa_maps) or sampled (estimated from a sample of its pages).",
+    "Always 1; the method label says how the process's placement was measured: full (every "
+    "mapping of numa_maps) or sampled (estimated from a sample of its pages).",
     (*P, "method"))
 SAMPLED_PAGES = MetricSpec(
     "numa_process_placement_sampled_pages", "gauge",
