@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Print the README's metric reference table from the metric contract.
+"""Print the README's collector and metric reference tables from the collector registry.
 
-    .venv/bin/python tools/metrics_table.py            # print the table
-    .venv/bin/python tools/metrics_table.py --write    # replace it in README.md
+    .venv/bin/python tools/metrics_table.py            # print the tables
+    .venv/bin/python tools/metrics_table.py --write    # replace them in README.md
 """
 
 from __future__ import annotations
@@ -10,25 +10,43 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from numa_exporter.metrics_spec import SPECS
+from numa_exporter.collectors.registry import ALL
 
 BEGIN = "<!-- metrics:begin -->"
 END = "<!-- metrics:end -->"
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
-def table() -> str:
-    """Return the markdown table of every metric family in the contract."""
-    rows = ["| metric | type | labels | collector | meaning |", "|---|---|---|---|---|"]
-    for s in SPECS:
-        labels = ", ".join(s.labels) or "-"
-        rows.append(f"| `{s.name}` | {s.type} | {labels} | {s.collector} | "
-                    f"{s.help.replace('|', '/')} |")
+def _cell(text: str) -> str:
+    return text.replace("|", "/")
+
+
+def collectors_table() -> str:
+    """Return the markdown table of every collector, its flag and what it covers."""
+    rows = ["| collector | flag | covers |", "|---|---|---|"]
+    for c in ALL:
+        flag = f"`--[no-]collector.{c.name}`" if c.switchable else "always on"
+        rows.append(f"| {c.name} | {flag} | {_cell(c.help)} |")
     return "\n".join(rows)
 
 
+def metrics_table() -> str:
+    """Return the markdown table of every metric family of every collector."""
+    rows = ["| metric | type | labels | collector | meaning |", "|---|---|---|---|---|"]
+    for c in ALL:
+        for s in c.specs:
+            labels = ", ".join(s.labels) or "-"
+            rows.append(f"| `{s.name}` | {s.type} | {labels} | {c.name} | {_cell(s.help)} |")
+    return "\n".join(rows)
+
+
+def table() -> str:
+    """Return both tables as they stand between the README's markers."""
+    return f"{collectors_table()}\n\n{metrics_table()}"
+
+
 def replace(text: str) -> str:
-    """Return README text with the table between the markers regenerated."""
+    """Return README text with the tables between the markers regenerated."""
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)
     return f"{head}{BEGIN}\n{table()}\n{END}{tail}"

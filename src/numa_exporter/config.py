@@ -6,11 +6,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from numa_exporter.collectors.registry import COLLECTORS as COLLECTORS
 from numa_exporter.roots import Roots
 
 DEFAULT_PORT = 10061
-COLLECTORS = ("process", "vmstat", "node", "balancing", "binding", "drift", "cgroup",
-              "accelerator")
 DEFAULT_DISABLED: frozenset[str] = frozenset()
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B?\s*$", re.IGNORECASE)
@@ -97,5 +96,7 @@ class Config:
     process_budget: float = 0.5  # average full-read seconds one process may cost per scan
 
     def enabled(self, collector: str) -> bool:
-        """Return whether a collector is on."""
+        """Return whether a collector is on; KeyError for a name no collector has."""
+        if collector not in COLLECTORS:
+            raise KeyError(f"no collector named {collector!r} (known: {', '.join(COLLECTORS)})")
         return collector in self.collectors

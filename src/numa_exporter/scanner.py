@@ -9,7 +9,6 @@ kept between scans about a process lives in its :class:`ProcessState`, keyed by
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import threading
 import time
@@ -46,6 +45,7 @@ from numa_exporter.parsers.pid_status import (
 )
 from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
 from numa_exporter.parsers.stat import parse_btime
+from numa_exporter.selfmetrics import SelfMetrics
 from numa_exporter.sources.accelerators import AcceleratorSource
 from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied, Gone, SourceError
@@ -57,7 +57,6 @@ from numa_exporter.usage import AcceleratorMap, pinned_home
 
 log = structlog.get_logger("numa_exporter.scanner")
 
-SCAN_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MAX_NODE_ID = 1023  # the kernel's MAX_NUMNODES is at most 1 << 10
 DEADLINE_CHECK_EVERY = 64  # numa_maps lines between two looks at the clock
@@ -145,9 +144,7 @@ class ScanState:
     pending: list[int] = field(default_factory=list)
     scans: int = 0
     budget_skipped_total: int = 0
-    hist: list[int] = field(default_factory=lambda: [0] * (len(SCAN_BUCKETS) + 1))
-    hist_sum: float = 0.0
-    hist_count: int = 0
+    self_metrics: SelfMetrics = field(default_factory=SelfMetrics)
 
 
 class Scanner:
@@ -533,17 +530,6 @@ class Scanner:
         return self.read_process(_Candidate(pid, status, files), system), system
 
     # --- the scan ----------------------------------------------------------------------
-    def _observe(self, seconds: float) -> None:
-        st = self.state
-        for i, le in enumerate(SCAN_BUCKETS):
-            if seconds <= le:
-                st.hist[i] += 1
-                break
-        else:
-            st.hist[-1] += 1
-        st.hist_sum += seconds
-        st.hist_count += 1
-
     def _cadence(self) -> CadencePolicy:
         cfg = self.config
         return CadencePolicy(sample_above=cfg.sample_above, full_interval=cfg.full_interval,
@@ -614,7 +600,7 @@ class Scanner:
                 self.errors.bug("process", str(cand.files.path), exc)
                 continue
             finally:
-                self._observe(self.clock() - t1)
+                self.state.self_metrics.observe_process_read(self.clock() - t1)
             if sample is None:
                 states["skipped"] += 1
                 continue
@@ -685,11 +671,6 @@ class Scanner:
     def _stats(self, duration: float, timestamp: float, states: dict[str, int]
                ) -> ExporterStats:
         st = self.state
-        cum = 0
-        buckets: list[tuple[float, int]] = []
-        for le, n in zip((*SCAN_BUCKETS, math.inf), st.hist, strict=True):
-            cum += n
-            buckets.append((le, cum))
         return ExporterStats(
             scans=st.scans,
             duration_seconds=duration,
@@ -698,9 +679,7 @@ class Scanner:
             budget_skipped_total=st.budget_skipped_total,
             parse_errors=dict(self.errors.parse_errors),
             read_errors=dict(self.errors.read_errors),
-            scan_seconds_buckets=tuple(buckets),
-            scan_seconds_sum=st.hist_sum,
-            scan_seconds_count=st.hist_count,
+            self_metrics=st.self_metrics.collect(),
         )
 
 

@@ -22,6 +22,15 @@ from numa_exporter.sources.errors import Denied, Gone
 from numa_exporter.sources.procfs import ProcessFiles
 
 ROOT_NAMES = ("two_node", "four_node", "no_balancing")
+# node numastat field -> the counter it is exported as (written out, not derived)
+NUMASTAT_NAMES = {
+    "numa_hit": "numa_node_hit_pages_total",
+    "numa_miss": "numa_node_miss_pages_total",
+    "numa_foreign": "numa_node_foreign_pages_total",
+    "interleave_hit": "numa_node_interleave_hit_pages_total",
+    "local_node": "numa_node_local_pages_total",
+    "other_node": "numa_node_other_pages_total",
+}
 
 
 def _config(root: str, **kw: Any) -> Config:
@@ -131,10 +140,12 @@ def test_system_metrics_match_expected() -> None:
     _, snap = _scan("two_node")
     text = _exposition(snap, cfg)
     for node, e in exp["nodes"].items():
-        assert values(text, "numa_node_memory_total_bytes", node=node)[0][1] == e["mem_total_bytes"]
-        assert values(text, "numa_node_memory_free_bytes", node=node)[0][1] == e["mem_free_bytes"]
+        mem = "numa_node_memory_bytes"
+        assert values(text, mem, node=node, field="MemTotal")[0][1] == e["mem_total_bytes"]
+        assert values(text, mem, node=node, field="MemFree")[0][1] == e["mem_free_bytes"]
+        assert set(e["numastat"]) == set(NUMASTAT_NAMES)
         for field, v in e["numastat"].items():
-            name = f"numa_node_{field.removeprefix('numa_')}_total"
+            name = NUMASTAT_NAMES[field]
             assert values(text, name, node=node)[0][1] == v, name
         for size, h in e["hugepages"].items():
             for state in ("total", "free", "surplus"):

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from numa_exporter.metrics_spec import SPECS
+from numa_exporter.collectors.registry import SPECS
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -160,7 +160,7 @@ def rules(path: Path) -> list[dict[str, Any]]:
 
 
 def known_series_name(name: str) -> bool:
-    """True for exporter metrics (per metrics_spec), recorded series, and ``up``."""
+    """True for exporter metrics (per the collector registry), recorded series, and ``up``."""
     recorded = {r["record"] for r in rules(RECORDING)}
     if name in recorded or name == "up":
         return True

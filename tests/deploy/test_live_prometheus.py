@@ -56,6 +56,10 @@ PARSE_ONLY = {
         "fixture roots are static; this host has data only when a process grows meanwhile",
     ("Bytes arriving / leaving per node", "B"):
         "numa_process_node_departed_bytes_total: as above",
+    ("Sampling error of the remote ratio", "A"):
+        "numa_process_remote_memory_ratio_stderr > 0: only sampled placement reads have it",
+    ("Sampling error of the remote ratio", "B"):
+        "numa_process_placement_sampled_pages: only sampled placement reads have it",
 }
 
 
@@ -162,7 +166,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             return True if groups and not pending else f"not evaluated yet: {pending}"
 
         def recorded() -> bool | str:
-            r = s.query("instance_node:numa_node_miss:rate5m")
+            r = s.query("instance_node:numa_node_miss_pages:rate5m")
             return True if r["data"]["result"] else "no recorded series yet"
 
         _wait("six scrapes of every exporter", scraped, s)
@@ -200,7 +204,7 @@ def test_recording_rules_have_data(stack: Stack) -> None:
         got = {x["metric"].get("instance") for x in r["data"]["result"]}
         assert got & set(stack.instances.values()), f"{rule['record']} has no data"
     inst = stack.instances["two_node"]
-    r = stack.query(f'instance_node:numa_node_miss:rate5m{{instance="{inst}"}}')
+    r = stack.query(f'instance_node:numa_node_miss_pages:rate5m{{instance="{inst}"}}')
     assert sorted(x["metric"]["node"] for x in r["data"]["result"]) == ["0", "1"]
 
 

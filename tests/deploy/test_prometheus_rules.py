@@ -35,7 +35,8 @@ EXPECTED_ALERTS = {
     "NumaProcessRemoteMemoryHigh", "NumaProcessPlacementDrift", "NumaProcessPageMigrationHigh",
     "NumaHostPageMigrationHigh", "NumaBalancingWithStrictBinding", "NumaAcceleratorNodeMismatch",
     "NumaExporterDown", "NumaExporterScanStale", "NumaExporterScanSlow",
-    "NumaExporterParseErrors", "NumaExporterPermissionDenied",
+    "NumaExporterParseErrors", "NumaExporterPermissionDenied", "NumaProcessMemoryOffPolicyNodes",
+    "NumaProcessScanStale",
 }
 def alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for r in rules(RULES) if "alert" in r}
@@ -54,7 +55,8 @@ def test_every_documented_alert_exists_with_severity_and_runbook() -> None:
 
 def test_process_alerts_point_to_inspect_and_the_dropin() -> None:
     for name in ("NumaProcessRemoteMemoryHigh", "NumaProcessPlacementDrift",
-                 "NumaAcceleratorNodeMismatch", "NumaProcessPageMigrationHigh"):
+                 "NumaAcceleratorNodeMismatch", "NumaProcessPageMigrationHigh",
+                 "NumaProcessMemoryOffPolicyNodes"):
         runbook = alerts()[name]["annotations"]["runbook"]
         assert "numa-exporter inspect {{ $labels.pid }}" in runbook, name
         assert "deploy/systemd/inference-numa-binding.conf" in runbook, name
@@ -74,7 +76,7 @@ def test_metric_name_check_catches_a_misspelt_metric() -> None:
         "numa_proces_pages_migrated_total"}
     assert not known_series_name("numa_proces_pages_migrated_total")
     assert known_series_name("numa_vmstat_pgmigrate_success_total")
-    assert known_series_name("numa_node_miss_total")
+    assert known_series_name("numa_node_miss_pages_total")
 
 
 def test_promtool_check_rules_and_config() -> None:

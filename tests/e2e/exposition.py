@@ -11,8 +11,10 @@ VOLATILE = (
     "numa_exporter_scan_duration_seconds",
     "numa_exporter_last_scan_timestamp_seconds",
     "numa_exporter_scans_total",
-    "numa_exporter_process_scan_seconds",
-    "numa_process_scan_seconds",
+    "numa_exporter_process_read_duration_seconds",
+    "numa_process_read_duration_seconds",
+    "numa_process_last_scan_timestamp_seconds",
+    "numa_process_next_scan_timestamp_seconds",
 )
 _PY = re.compile(r'python_version="[^"]*"')
 _VERSION = re.compile(r'(numa_exporter_build_info\{.*)version="[^"]*"')

@@ -39,7 +39,7 @@ def test_node_distance_matches_kernel_and_layout(
 def test_node_cpus_and_memory_total(
     guest: Callable[[str], GuestRun], run: object, scenario: str
 ) -> None:
-    """numa_node_cpus and numa_node_memory_total_bytes match the guest's node files."""
+    """numa_node_cpus and numa_node_memory_bytes{field="MemTotal"} match the guest's node files."""
     layout = next(k for k, v in PER_LAYOUT.items() if v == scenario)
     g = guest(layout)
     e = g.scenario(scenario).scrape(0)
@@ -48,7 +48,8 @@ def test_node_cpus_and_memory_total(
         meminfo = g.guest_file(f"node{n}/meminfo")
         total_kb = next(int(line.split()[3]) for line in meminfo.splitlines()
                         if line.split()[2] == "MemTotal:")
-        assert e.value("numa_node_memory_total_bytes", node=str(n)) == total_kb * 1024
+        got = e.value("numa_node_memory_bytes", node=str(n), field="MemTotal")
+        assert got == total_kb * 1024
 
 
 @pytest.mark.parametrize("scenario", ["node3_remote"])

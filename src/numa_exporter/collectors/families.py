@@ -1,56 +1,38 @@
-"""Family construction from the metric contract in metrics_spec."""
+"""Family construction from a collector's metric specs."""
 
 from __future__ import annotations
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    InfoMetricFamily,
-)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from numa_exporter.metrics_spec import MetricSpec, by_name
-
-_SPECS = by_name()
-
-
-def spec(name: str) -> MetricSpec:
-    """Return the contract entry of a metric; KeyError for names outside the contract."""
-    return _SPECS[name]
-
+from numa_exporter.metrics_spec import MetricSpec
 
 Family = GaugeMetricFamily | CounterMetricFamily
 
 
-def family(name: str) -> Family:
-    """Return an empty gauge or counter family of the contract, labelled as it says.
+def family(s: MetricSpec) -> Family:
+    """Return an empty gauge or counter family of the spec, labelled as it says.
 
     Info entries become gauges named ``*_info`` with value 1, as the text format has it.
+    Raises TypeError for histograms and pattern entries (see ``pattern_family``).
     """
-    s = spec(name)
+    if s.pattern:
+        raise TypeError(f"{s.name} is a pattern: use pattern_family()")
+    if s.type == "histogram":
+        raise TypeError(f"{s.name} is a histogram: it comes from a prometheus-client Histogram")
     if s.type == "counter":
         return CounterMetricFamily(s.family_name, s.help, labels=list(s.labels))
-    if s.type == "histogram":
-        raise TypeError(f"{name} is a histogram: use histogram()")
     return GaugeMetricFamily(s.name, s.help, labels=list(s.labels))
 
 
-def histogram(name: str) -> HistogramMetricFamily:
-    """Return an empty histogram family of the contract."""
-    s = spec(name)
-    if s.type != "histogram":
-        raise TypeError(f"{name} is not a histogram")
-    return HistogramMetricFamily(s.family_name, s.help, labels=list(s.labels))
-
-
-def pattern_family(pattern: str, field: str, labels: tuple[str, ...]) -> Family:
-    """Return a family whose name fills ``<field>`` of a pattern entry of the contract."""
-    s = spec(pattern)
+def pattern_family(s: MetricSpec, field: str) -> Family:
+    """Return the family whose name and help fill ``<field>`` of a pattern spec with ``field``."""
+    if not s.pattern:
+        raise TypeError(f"{s.name} is not a pattern: use family()")
     name = s.name.replace("<field>", field)
     help_ = s.help.replace("<field>", field)
     if s.type == "counter":
-        return CounterMetricFamily(name.removesuffix("_total"), help_, labels=list(labels))
-    return GaugeMetricFamily(name, help_, labels=list(labels))
+        return CounterMetricFamily(name.removesuffix("_total"), help_, labels=list(s.labels))
+    return GaugeMetricFamily(name, help_, labels=list(s.labels))
 
 
-__all__ = ["Family", "InfoMetricFamily", "family", "histogram", "pattern_family", "spec"]
+__all__ = ["Family", "family", "pattern_family"]

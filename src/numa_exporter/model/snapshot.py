@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from prometheus_client.core import Metric
+
 from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import Kind
@@ -51,11 +53,12 @@ class ProcessSample:
     cpus_bound: bool | None = None
     mismatches: dict[str, bool] = field(default_factory=dict)
     drift: Drift | None = None
-    last_scan_timestamp: float | None = None  # Unix time of the read these values come from
+    # when and how the placement was read (a process not read again keeps its last values)
+    last_scan_timestamp: float | None = None  # Unix time this process was last read
+    next_scan_timestamp: float | None = None  # Unix time of its next planned read
     method: str = "full"  # "full": numa_maps read; "sampled": move_pages estimate
-    samples: int | None = None  # pages sampled (None for a full read)
-    remote_ratio_stderr: float | None = None  # standard error of remote_ratio (sampled)
-    next_scan_timestamp: float | None = None  # when the cadence planner reads it next
+    samples: int | None = None  # pages sampled; None for a full read
+    remote_ratio_stderr: float | None = None  # standard error of the ratio; None/0 when full
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""
@@ -119,9 +122,8 @@ class ExporterStats:
     budget_skipped_total: int = 0
     parse_errors: dict[str, int] = field(default_factory=dict)
     read_errors: dict[tuple[str, str], int] = field(default_factory=dict)
-    scan_seconds_buckets: tuple[tuple[float, int], ...] = ()  # cumulative (le, count)
-    scan_seconds_sum: float = 0.0
-    scan_seconds_count: int = 0
+    # the exporter's prometheus-client instruments as they were when the scan ended
+    self_metrics: tuple[Metric, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

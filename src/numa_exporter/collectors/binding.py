@@ -1,0 +1,66 @@
+"""Collector ``binding``: whether CPU and memory bindings agree with where things are."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import Metric
+
+from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.model.snapshot import Snapshot
+
+from .base import CollectorDef
+from .families import family
+
+if TYPE_CHECKING:
+    from numa_exporter.config import Config
+
+P = ("pid", "comm")
+
+# Every reason numa_process_binding_mismatch may carry, and what it means.
+REASONS = {
+    "memory_not_on_thread_nodes": "memory is bound to nodes none of its threads run on",
+    "threads_bound_memory_free": "CPUs are bound but memory may go anywhere",
+    "accelerator_node_not_allowed": "the node of an accelerator it has open is outside its "
+                                    "memory binding",
+    "balancing_with_strict_binding": "automatic NUMA balancing is on while it is strictly "
+                                     "bound",
+    "memory_off_policy_nodes": "pages sit outside the nodes its own bind or preferred "
+                               "policy names (e.g. after migratepages)",
+}
+
+MEMORY_BOUND = MetricSpec(
+    "numa_process_memory_bound", "gauge",
+    "1 when the process's memory is restricted to a subset of the online nodes (bind or "
+    "interleave policies, Mems_allowed or cgroup cpuset.mems), else 0.", P)
+CPUS_BOUND = MetricSpec(
+    "numa_process_cpus_bound", "gauge",
+    "1 when the process's CPU affinity (Cpus_allowed_list) excludes some online node's CPUs, "
+    "else 0.", P)
+MISMATCH = MetricSpec(
+    "numa_process_binding_mismatch", "gauge",
+    "1 when the process shows the binding failure named by reason, else 0: "
+    + "; ".join(f"{r}: {why}" for r, why in REASONS.items()) + ".",
+    (*P, "reason"))
+
+SPECS = (MEMORY_BOUND, CPUS_BOUND, MISMATCH)
+
+
+def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+    """Yield the binding families of the snapshot's processes."""
+    mb, cb, mm = (family(s) for s in SPECS)
+    for p in snap.processes:
+        lv = [str(p.pid), p.comm]
+        if p.memory_bound is not None:
+            mb.add_metric(lv, int(p.memory_bound))
+        if p.cpus_bound is not None:
+            cb.add_metric(lv, int(p.cpus_bound))
+        for reason, on in sorted(p.mismatches.items()):
+            mm.add_metric([*lv, reason], int(on))
+    yield from (mb, cb, mm)
+
+
+COLLECTOR = CollectorDef(
+    "binding", "binding consistency gauges (numa_process_*_bound, numa_process_binding_mismatch)",
+    SPECS, emit)

@@ -1,0 +1,59 @@
+"""Collector ``drift``: placement change since warm-up and net page movement per node."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import Metric
+
+from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.model.snapshot import Snapshot
+
+from .base import CollectorDef
+from .families import family
+
+if TYPE_CHECKING:
+    from numa_exporter.config import Config
+
+P = ("pid", "comm")
+
+BASELINE = MetricSpec(
+    "numa_process_baseline_remote_memory_ratio", "gauge",
+    "Remote memory ratio of the process recorded once it had warmed up (old enough, RSS "
+    "stable), 0-1; absent until then.", P)
+CHANGE = MetricSpec(
+    "numa_process_remote_memory_ratio_change", "gauge",
+    "Current remote memory ratio of the process minus its warmed-up baseline, -1 to 1 "
+    "(positive: drifted remote).", P)
+ARRIVED = MetricSpec(
+    "numa_process_node_arrived_bytes_total", "counter",
+    "Net resident bytes of the process that appeared on the node, summed over consecutive "
+    "reads of the process.", (*P, "node"))
+DEPARTED = MetricSpec(
+    "numa_process_node_departed_bytes_total", "counter",
+    "Net resident bytes of the process that left the node, summed over consecutive reads of "
+    "the process.", (*P, "node"))
+
+SPECS = (BASELINE, CHANGE, ARRIVED, DEPARTED)
+
+
+def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+    """Yield the drift families of the snapshot's processes."""
+    base, change, arr, dep = (family(s) for s in SPECS)
+    for p in snap.processes:
+        if p.drift is None:
+            continue
+        lv = [str(p.pid), p.comm]
+        if p.drift.baseline_remote_ratio is not None:
+            base.add_metric(lv, p.drift.baseline_remote_ratio)
+            change.add_metric(lv, p.locality.remote_ratio - p.drift.baseline_remote_ratio)
+        for node, b in sorted(p.drift.arrived_bytes.items()):
+            arr.add_metric([*lv, str(node)], b)
+        for node, b in sorted(p.drift.departed_bytes.items()):
+            dep.add_metric([*lv, str(node)], b)
+    yield from (base, change, arr, dep)
+
+
+COLLECTOR = CollectorDef(
+    "drift", "baseline, drift since warm-up and net page movement per node", SPECS, emit)

@@ -1,0 +1,97 @@
+"""Collector ``exporter``: the exporter's own health; always on (no flag)."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import Metric
+
+from numa_exporter import __version__, selfmetrics
+from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.model.snapshot import Snapshot
+
+from .base import CollectorDef
+from .families import family
+
+if TYPE_CHECKING:
+    from numa_exporter.config import Config
+
+STATES = ("scanned", "skipped", "denied", "gone")
+
+BUILD = MetricSpec(
+    "numa_exporter_build_info", "info",
+    "Always 1; the version of numa-exporter and of the Python running it.",
+    ("version", "python_version"))
+SCAN_DURATION = MetricSpec(
+    "numa_exporter_scan_duration_seconds", "gauge",
+    "Wall time in seconds of the last completed scan.")
+SCAN_INTERVAL = MetricSpec(
+    "numa_exporter_scan_interval_seconds", "gauge",
+    "The configured --scan.interval in seconds: time between scans.")
+SCAN_BUDGET = MetricSpec(
+    "numa_exporter_scan_budget_seconds", "gauge",
+    "The configured --scan.budget in seconds: time a scan may spend on processes.")
+LAST_SCAN = MetricSpec(
+    "numa_exporter_last_scan_timestamp_seconds", "gauge",
+    "Unix time at which the last completed scan finished (0 before the first scan).")
+SCANS = MetricSpec(
+    "numa_exporter_scans_total", "counter",
+    "Scans completed since the exporter started.")
+PROCESSES = MetricSpec(
+    "numa_exporter_processes", "gauge",
+    "Processes in the last scan by state: scanned, skipped (not selected or over the scan "
+    "budget), denied (permission), gone (exited while read).",
+    ("state",))
+BUDGET_SKIPPED = MetricSpec(
+    "numa_exporter_budget_skipped_processes_total", "counter",
+    "Selected processes left for the next scan because a scan ran past --scan.budget.")
+PARSE_ERRORS = MetricSpec(
+    "numa_exporter_parse_errors_total", "counter",
+    "Malformed lines or files met, by source file (numa_maps, vmstat, status, ...).",
+    ("source",))
+READ_ERRORS = MetricSpec(
+    "numa_exporter_read_errors_total", "counter",
+    "Files that could not be read, by source file and reason (denied, gone, error).",
+    ("source", "reason"))
+
+SPECS = (BUILD, SCAN_DURATION, SCAN_INTERVAL, SCAN_BUDGET, LAST_SCAN, SCANS, PROCESSES,
+         BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, *selfmetrics.SPECS)
+
+
+def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+    """Yield the exporter's own families: build, timing, outcomes, errors, instruments."""
+    st = snap.stats
+    f = family(BUILD)
+    f.add_metric([__version__, platform.python_version()], 1)
+    yield f
+    for spec, value in ((SCAN_DURATION, st.duration_seconds),
+                        (SCAN_INTERVAL, config.scan_interval),
+                        (SCAN_BUDGET, config.scan_budget),
+                        (LAST_SCAN, st.timestamp),
+                        (SCANS, st.scans)):
+        f = family(spec)
+        f.add_metric([], value)
+        yield f
+    f = family(PROCESSES)
+    for state in STATES:
+        f.add_metric([state], st.states.get(state, 0))
+    yield f
+    f = family(BUDGET_SKIPPED)
+    f.add_metric([], st.budget_skipped_total)
+    yield f
+    f = family(PARSE_ERRORS)
+    for source, n in sorted(st.parse_errors.items()):
+        f.add_metric([source], n)
+    yield f
+    f = family(READ_ERRORS)
+    for (source, reason), n in sorted(st.read_errors.items()):
+        f.add_metric([source, reason], n)
+    yield f
+    yield from st.self_metrics
+
+
+COLLECTOR = CollectorDef(
+    "exporter", "the exporter itself: scans, outcomes, errors, read times", SPECS, emit,
+    switchable=False)

@@ -1,0 +1,128 @@
+"""Collector ``process``: per-process placement read from /proc/<pid>/numa_maps and friends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import Metric
+
+from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers.cpulist import format_cpulist
+
+from .base import CollectorDef
+from .families import family
+
+if TYPE_CHECKING:
+    from numa_exporter.config import Config
+
+P = ("pid", "comm")
+
+MEMORY = MetricSpec(
+    "numa_process_memory_bytes", "gauge",
+    "Resident bytes of the process on the node, by page kind (anon, file, shmem, hugetlb), "
+    "from /proc/<pid>/numa_maps.",
+    (*P, "node", "kind"))
+POLICY = MetricSpec(
+    "numa_process_policy_memory_bytes", "gauge",
+    "Resident bytes of the process by the memory policy of the mapping holding them "
+    "(default, local, prefer, bind, interleave, weighted_interleave, prefer_many).",
+    (*P, "policy"))
+LOCAL = MetricSpec(
+    "numa_process_local_memory_bytes", "gauge",
+    "Resident bytes of the process on its home nodes (see numa_process_home_nodes_info).", P)
+REMOTE = MetricSpec(
+    "numa_process_remote_memory_bytes", "gauge",
+    "Resident bytes of the process on nodes other than its home nodes.", P)
+RATIO = MetricSpec(
+    "numa_process_remote_memory_ratio", "gauge",
+    "Share of the process's resident bytes that sit on nodes other than its home nodes, 0-1 "
+    "(0 without resident memory); an estimate when numa_process_placement_info has "
+    "method=sampled.", P)
+HOME = MetricSpec(
+    "numa_process_home_nodes_info", "info",
+    "Always 1; the labels name the process's home nodes (nodes: the nodes counted as local) "
+    "and what chose them (source: config, accelerator, threads, affinity).",
+    (*P, "nodes", "source"))
+THREADS = MetricSpec(
+    "numa_process_threads", "gauge",
+    "Threads of the process whose last CPU is on the node.", (*P, "node"))
+MIGRATED = MetricSpec(
+    "numa_process_pages_migrated_total", "counter",
+    "Pages of the process that automatic NUMA balancing migrated, summed over its threads "
+    "(numa_pages_migrated in /proc/<pid>/task/<tid>/sched; threads that exited still count); "
+    "absent where the kernel does not report it.", P)
+START = MetricSpec(
+    "numa_process_start_time_seconds", "gauge",
+    "Start time of the process in seconds since the Unix epoch; with pid it identifies one "
+    "process.", P)
+READ_DURATION = MetricSpec(
+    "numa_process_read_duration_seconds", "gauge",
+    "Seconds the exporter spent reading the process's files when it last read them (a full "
+    "numa_maps read walks the process's page tables).", P)
+LAST_READ = MetricSpec(
+    "numa_process_last_scan_timestamp_seconds", "gauge",
+    "Unix time at which the exporter last read the process; older than the last scan when "
+    "the process was not read again and its values are carried over.", P)
+NEXT_READ = MetricSpec(
+    "numa_process_next_scan_timestamp_seconds", "gauge",
+    "Unix time at which the exporter plans to read the process next; absent when reads are "
+    "not planned per process.", P)
+PLACEMENT = MetricSpec(
+    "numa_process_placement_info", "info",
+    "Always 1; the method label says how the process's placement was measured: full (every "
+    "mapping of numa_maps) or sampled (estimated from a sample of its pages).",
+    (*P, "method"))
+SAMPLED_PAGES = MetricSpec(
+    "numa_process_placement_sampled_pages", "gauge",
+    "Pages whose node was looked up to estimate the placement of the process; absent for a "
+    "full read.", P)
+RATIO_STDERR = MetricSpec(
+    "numa_process_remote_memory_ratio_stderr", "gauge",
+    "Standard error of numa_process_remote_memory_ratio: 0 for a full read, the sampling "
+    "error of a sampled estimate (absent when unknown).", P)
+
+SPECS = (MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START, READ_DURATION,
+         LAST_READ, NEXT_READ, PLACEMENT, SAMPLED_PAGES, RATIO_STDERR)
+
+
+def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+    """Yield the per-process placement families of the snapshot's processes."""
+    mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err = (
+        family(s) for s in SPECS)
+    for p in snap.processes:
+        lv = [str(p.pid), p.comm]
+        for (node, kind), b in sorted(p.memory.items()):
+            mem.add_metric([*lv, str(node), kind.value], b)
+        for policy, b in sorted(p.policy_bytes.items()):
+            pol.add_metric([*lv, policy], b)
+        loc.add_metric(lv, p.locality.local_bytes)
+        rem.add_metric(lv, p.locality.remote_bytes)
+        ratio.add_metric(lv, p.locality.remote_ratio)
+        home.add_metric([*lv, format_cpulist(set(p.home.nodes)), p.home.source], 1)
+        for node, n in sorted(p.threads_by_node.items()):
+            thr.add_metric([*lv, str(node)], n)
+        if p.pages_migrated is not None:
+            mig.add_metric(lv, p.pages_migrated)
+        start.add_metric(lv, p.start_time)
+        cost.add_metric(lv, p.scan_seconds)
+        if p.last_scan_timestamp is not None:
+            last.add_metric(lv, p.last_scan_timestamp)
+        if p.next_scan_timestamp is not None:
+            nxt.add_metric(lv, p.next_scan_timestamp)
+        how.add_metric([*lv, p.method], 1)
+        if p.samples is not None:
+            pages.add_metric(lv, p.samples)
+        stderr = p.remote_ratio_stderr
+        if stderr is None and p.method == "full":
+            stderr = 0.0  # every page was counted: no sampling error
+        if stderr is not None:
+            err.add_metric(lv, stderr)
+    yield from (mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages,
+                err)
+
+
+COLLECTOR = CollectorDef(
+    "process", "per-process placement (numa_process_*): bytes per node, local/remote, threads",
+    SPECS, emit)

@@ -1,0 +1,201 @@
+"""The collector registry: each collector emits exactly its declared families, flags gate them,
+the exporter's own histogram is a prometheus-client Histogram fed by the scanner."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.core import Metric
+from prometheus_client.registry import CollectorRegistry
+from tests.conftest import ROOTS
+from tests.e2e.exposition import values
+
+from numa_exporter.app import accelerator_source
+from numa_exporter.collectors import binding as binding_collector
+from numa_exporter.collectors import registry
+from numa_exporter.collectors.snapshot import SnapshotCollector
+from numa_exporter.config import COLLECTORS, Config
+from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.model import binding as binding_model
+from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.pins import load_pins
+from numa_exporter.roots import Roots
+from numa_exporter.scanner import Scanner
+
+# The switchable collectors, written out: a collector lost from the registry fails here.
+NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "vmstat", "node", "balancing"}
+
+
+def _config(root: str, **kw: Any) -> Config:
+    base = ROOTS / root
+    if (base / "config.toml").exists():
+        kw["home_pins"], kw["accelerator_pins"] = load_pins(base / "config.toml")
+    if (base / "udev.json").exists():
+        kw["accelerator_records"] = base / "udev.json"
+    return Config(roots=Roots(base / "proc", base / "sys"), min_resident=0, **kw)
+
+
+def _scan(root: str, **kw: Any) -> tuple[Config, Snapshot]:
+    cfg = _config(root, **kw)
+    return cfg, Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
+
+
+def _exposition(snap: Snapshot, config: Config) -> str:
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(lambda: snap, config))
+    return generate_latest(reg).decode()
+
+
+def _families(text: str) -> set[str]:
+    """Return the family names of an exposition as prometheus-client names them."""
+    out: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split()
+            out.add(name.removesuffix("_total") if kind == "counter" else name)
+    return out
+
+
+def _spec_of(metric: Metric, specs: tuple[MetricSpec, ...]) -> MetricSpec | None:
+    for s in specs:
+        if s.pattern:
+            rx = re.escape(s.family_name).replace(re.escape("<field>"), "[a-z0-9_]+")
+            if re.fullmatch(rx, metric.name) and metric.type == s.type:
+                return s
+        elif metric.name in (s.family_name, s.name) and metric.type in (
+                s.type, "gauge" if s.type == "info" else s.type):
+            return s
+    return None
+
+
+def test_switchable_collectors_are_the_flags() -> None:
+    assert set(COLLECTORS) == NAMES
+    assert len(COLLECTORS) == len(NAMES)
+    from numa_exporter.cli import build_parser
+
+    flags = {o.removeprefix("--collector.") for a in build_parser()._actions
+             for o in a.option_strings if o.startswith("--collector.")}
+    assert flags == NAMES
+
+
+def test_spec_names_are_unique_and_namespaced() -> None:
+    names = [s.name for s in registry.SPECS]
+    assert len(names) == len(set(names))
+    for s in registry.SPECS:
+        assert s.name.startswith("numa_"), s.name
+        assert (s.type == "counter") == s.name.endswith("_total"), s.name
+        assert (s.type == "info") == s.name.endswith("_info"), s.name
+        assert "Value from the last completed scan" not in s.help, s.name
+
+
+@pytest.mark.parametrize("root", ["two_node", "inference"])
+def test_each_collector_emits_only_its_declared_families(root: str) -> None:
+    cfg, snap = _scan(root)
+    for c in registry.ALL:
+        for metric in c.emit(snap, cfg):
+            assert _spec_of(metric, c.specs) is not None, (c.name, metric.name)
+
+
+def test_every_declared_family_is_emitted_on_some_fixture_root() -> None:
+    seen: set[str] = set()
+    for root in ("two_node", "four_node", "inference"):
+        cfg, snap = _scan(root)
+        for c in registry.ALL:
+            for metric in c.emit(snap, cfg):
+                spec = _spec_of(metric, c.specs)
+                assert spec is not None
+                seen.add(spec.name)
+    assert seen == {s.name for s in registry.SPECS}
+
+
+def test_disabling_a_collector_removes_exactly_its_families() -> None:
+    cfg, snap = _scan("inference")
+    everything = _families(_exposition(snap, cfg))
+    for name in NAMES:
+        own = {m.name for m in registry.get(name).emit(snap, cfg)}
+        assert own, name
+        off = _families(_exposition(snap, dataclasses.replace(
+            cfg, collectors=frozenset(NAMES - {name}))))
+        assert not own & off, name
+        assert everything - own <= off, name
+    only_exporter = _families(_exposition(snap, dataclasses.replace(cfg,
+                                                                     collectors=frozenset())))
+    assert only_exporter and all(n.startswith("numa_exporter_") for n in only_exporter)
+
+
+def test_enabled_rejects_a_name_no_collector_has() -> None:
+    cfg = Config()
+    assert cfg.enabled("node")
+    assert not dataclasses.replace(cfg, collectors=frozenset({"process"})).enabled("node")
+    with pytest.raises(KeyError):
+        cfg.enabled("nodes")
+
+
+def test_process_read_histogram_counts_every_read_and_is_frozen_per_snapshot() -> None:
+    t = [0.0]
+
+    def clock() -> float:  # every call advances 0.1 s: each read spans a few calls
+        t[0] += 0.1
+        return t[0]
+
+    cfg = _config("two_node", scan_budget=1e9)
+    scanner = Scanner(cfg, clock=clock)
+    first = scanner.scan()
+    second = scanner.scan()
+    exp = json.loads((ROOTS / "two_node" / "EXPECTED.json").read_text())
+    reads = sum(e["outcome"] in ("scanned", "denied_when_injected")
+                for e in exp["processes"].values())
+    assert reads == 9
+    name = "numa_exporter_process_read_duration_seconds"
+    for snap, n in ((first, reads), (second, 2 * reads)):
+        text = _exposition(snap, cfg)
+        assert values(text, f"{name}_count")[0][1] == n
+        buckets = {lab["le"]: v for lab, v in values(text, f"{name}_bucket")}
+        assert buckets["0.1"] == 0 and buckets["+Inf"] == n
+        assert buckets["2.5"] == n
+        total = values(text, f"{name}_sum")[0][1]
+        assert 0.1 * n < total < 2.5 * n
+
+
+def test_placement_method_timestamps_and_sampling_error_are_exposed() -> None:
+    cfg, snap = _scan("two_node")
+    full, other = snap.processes[0], snap.processes[1]
+    sampled = dataclasses.replace(other, method="sampled", samples=4096,
+                                  remote_ratio_stderr=0.0125,
+                                  last_scan_timestamp=1_700_000_000.5,
+                                  next_scan_timestamp=1_700_000_060.0)
+    unknown_err = dataclasses.replace(snap.processes[2], method="sampled", samples=64)
+    text = _exposition(dataclasses.replace(snap, processes=(full, sampled, unknown_err)), cfg)
+    f, s, u = (str(p.pid) for p in (full, sampled, unknown_err))
+
+    def one(metric: str, pid: str, **labels: str) -> float | None:
+        found = values(text, metric, pid=pid, **labels)
+        assert len(found) <= 1
+        return found[0][1] if found else None
+
+    assert one("numa_process_placement_info", f, method="full") == 1
+    assert one("numa_process_placement_info", s, method="sampled") == 1
+    assert one("numa_process_placement_info", s, method="full") is None
+    assert one("numa_process_remote_memory_ratio_stderr", f) == 0
+    assert one("numa_process_remote_memory_ratio_stderr", s) == 0.0125
+    assert one("numa_process_remote_memory_ratio_stderr", u) is None
+    assert one("numa_process_placement_sampled_pages", f) is None
+    assert one("numa_process_placement_sampled_pages", s) == 4096
+    assert one("numa_process_last_scan_timestamp_seconds", s) == 1_700_000_000.5
+    assert one("numa_process_next_scan_timestamp_seconds", s) == 1_700_000_060.0
+    # the scanner stamps each read with the scan's wall clock
+    assert one("numa_process_last_scan_timestamp_seconds", f) == full.last_scan_timestamp
+    assert full.last_scan_timestamp is not None and full.last_scan_timestamp > 1.7e9
+
+
+def test_every_mismatch_reason_of_the_model_is_explained() -> None:
+    explained = set(binding_collector.REASONS)
+    assert set(binding_model.REASONS) <= explained
+    assert "memory_off_policy_nodes" in explained
+    for reason in explained:
+        assert reason in binding_collector.MISMATCH.help
