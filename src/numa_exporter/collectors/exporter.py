@@ -41,8 +41,9 @@ SCANS = MetricSpec(
     "Scans completed since the exporter started.")
 PROCESSES = MetricSpec(
     "numa_exporter_processes", "gauge",
-    "Processes in the last scan by state: scanned, skipped (not selected or over the scan "
-    "budget), denied (permission), gone (exited while read).",
+    "Processes in the last scan by state: scanned (read), kept (not read this scan, by the "
+    "budget or the cadence: served with their last values), skipped (not selected or over "
+    "the scan budget), denied (permission), gone (exited while read).",
     ("state",))
 BUDGET_SKIPPED = MetricSpec(
     "numa_exporter_budget_skipped_processes_total", "counter",
