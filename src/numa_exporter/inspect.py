@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 from numa_exporter.config import AcceleratorPin, Config, HomePin
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
+from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.proc_cgroup import parse_proc_cgroup
@@ -121,7 +122,9 @@ def _unit(config: Config, pid: int) -> tuple[str | None, str | None]:
     except OSError:
         return None, None
     cg = parse_proc_cgroup(data)
-    return cg.systemd_path, cg.unit
+    path, unit = cg.systemd_path, cg.unit
+    return (label_text(path) if path is not None else None,
+            label_text(unit) if unit is not None else None)
 
 
 def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[str, Any]:
@@ -134,7 +137,7 @@ def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[
     }
     return {
         "pid": sample.pid,
-        "comm": sample.comm,
+        "comm": label_text(sample.comm),
         "start_time": sample.start_time,
         "cgroup": cg_path,
         "unit": unit,
@@ -146,7 +149,8 @@ def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[
         "memory_bound": sample.memory_bound,
         "cpus_bound": sample.cpus_bound,
         "policies": sample.policy_bytes,
-        "accelerators": [{"device": a.device, "pci_address": a.pci_address, "node": a.node}
+        "accelerators": [{"device": label_text(a.device),
+                          "pci_address": label_text(a.pci_address), "node": a.node}
                          for a in sample.accelerators],
         "home": {"nodes": format_cpulist(set(sample.home.nodes)), "source": sample.home.source},
         "local_bytes": sample.locality.local_bytes,

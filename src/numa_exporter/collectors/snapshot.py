@@ -11,6 +11,7 @@ from prometheus_client.registry import Collector
 from numa_exporter import __version__
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import ProcessSample, Snapshot
+from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.numa_maps import Kind
 
@@ -105,7 +106,7 @@ class SnapshotCollector(Collector):
         start = family("numa_process_start_time_seconds")
         cost = family("numa_process_scan_seconds")
         for p in procs:
-            lv = [str(p.pid), p.comm]
+            lv = _lv(p)
             for (node, kind), b in sorted(p.memory.items()):
                 mem.add_metric([*lv, str(node), kind.value], b)
             for policy, b in sorted(p.policy_bytes.items()):
@@ -127,7 +128,7 @@ class SnapshotCollector(Collector):
         cb = family("numa_process_cpus_bound")
         mm = family("numa_process_binding_mismatch")
         for p in procs:
-            lv = [str(p.pid), p.comm]
+            lv = _lv(p)
             if p.memory_bound is not None:
                 mb.add_metric(lv, int(p.memory_bound))
             if p.cpus_bound is not None:
@@ -144,7 +145,7 @@ class SnapshotCollector(Collector):
         for p in procs:
             if p.drift is None:
                 continue
-            lv = [str(p.pid), p.comm]
+            lv = _lv(p)
             if p.drift.baseline_remote_ratio is not None:
                 base.add_metric(lv, p.drift.baseline_remote_ratio)
                 change.add_metric(lv, p.locality.remote_ratio - p.drift.baseline_remote_ratio)
@@ -157,21 +158,23 @@ class SnapshotCollector(Collector):
     def _accelerators(self, snap: Snapshot) -> Iterator[Metric]:
         f = family("numa_accelerator_info")
         for a in snap.accelerators:
-            f.add_metric([a.device, a.pci_address, a.vendor, a.driver, str(a.node)], 1)
+            f.add_metric([*map(label_text, (a.device, a.pci_address, a.vendor, a.driver)),
+                          str(a.node)], 1)
         pf = family("numa_process_accelerator_info")
         for p in snap.processes:
             for u in p.accelerators:
-                pf.add_metric([str(p.pid), p.comm, u.device, str(u.node)], 1)
+                pf.add_metric([*_lv(p), label_text(u.device), str(u.node)], 1)
         yield from (f, pf)
 
     def _cgroups(self, snap: Snapshot) -> Iterator[Metric]:
         mem = family("numa_cgroup_memory_bytes")
         ctr = family("numa_cgroup_memory_stat_total")
         for c in snap.cgroups:
+            path, unit = label_text(c.path), label_text(c.unit)
             for (node, kind), b in sorted(c.memory.items()):
-                mem.add_metric([c.path, c.unit, str(node), kind], b)
+                mem.add_metric([path, unit, str(node), kind], b)
             for name, v in sorted(c.counters.items()):
-                ctr.add_metric([c.path, c.unit, name], v)
+                ctr.add_metric([path, unit, name], v)
         yield from (mem, ctr)
 
     # --- system ------------------------------------------------------------------------
@@ -229,6 +232,11 @@ class SnapshotCollector(Collector):
             f = family("numa_balancing_promote_rate_limit_bytes_per_second")
             f.add_metric([], snap.system.promote_rate_limit_bytes)
             yield f
+
+
+def _lv(p: ProcessSample) -> list[str]:
+    """Return the pid and comm label values of a process (comm as safe text)."""
+    return [str(p.pid), label_text(p.comm)]
 
 
 def _le(v: float) -> str:
