@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from numa_exporter.parsers._kv import to_int
 from numa_exporter.parsers._text import label_text
+from numa_exporter.parsers.cpulist import MAX_CPU_ID
 
 _MIN_FIELDS = 20  # state .. starttime at least (fields 3..22)
 
@@ -31,7 +32,8 @@ class PidStat:
 def parse_pid_stat(data: bytes) -> PidStat | None:
     """Return the parsed stat line, or None when it is malformed.
 
-    Every number must be ASCII decimal; the fields used are non-negative. Never raises.
+    Every number must be ASCII decimal; the fields used are non-negative and the last CPU is
+    below the kernel's NR_CPUS bound (8192). Never raises.
     """
     open_p = data.find(b"(")
     close_p = data.rfind(b")")  # comm may itself contain ')' and spaces
@@ -56,7 +58,7 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
 
     used = (field(4), field(14), field(15), field(20), field(22))
     processor = field(39) if len(rest) >= 37 else None
-    if any(v < 0 for v in used) or (processor is not None and processor < 0):
+    if any(v < 0 for v in used) or (processor is not None and not 0 <= processor <= MAX_CPU_ID):
         return None
     return PidStat(
         pid=pid,
