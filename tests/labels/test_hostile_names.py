@@ -7,6 +7,7 @@ characters. On a copy of a fixture root, then for real on this machine's /proc.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,13 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import structlog
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
 from tests.conftest import ROOTS, Daemon
 from tests.e2e.exposition import values
 
+from numa_exporter.app import accelerator_source
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
+from numa_exporter.inspect import render, report
+from numa_exporter.logs import configure
 from numa_exporter.roots import Roots
 from numa_exporter.scanner import Scanner
 
@@ -107,3 +112,45 @@ def test_real_process_with_non_utf8_name_is_scraped(start_daemon: StartDaemon) -
     finally:
         child.kill()
         child.wait()
+
+
+def test_hostile_accelerator_names_give_valid_utf8_labels(tmp_path: Path) -> None:
+    """udev (and sysfs) hand over names as surrogateescape text: labels escape them."""
+    base = ROOTS / "inference"
+    records = json.loads((base / "udev.json").read_text())
+    for dev in records["devices"]:
+        if dev["driver"] == "ast":
+            dev["driver"] = "ast\udcff\x01"
+            dev["properties"]["ID_VENDOR_FROM_DATABASE"] = "ASPEED\udcfe\n"
+    path = tmp_path / "udev.json"
+    path.write_text(json.dumps(records))  # lone surrogates travel as \udcff escapes
+    cfg = Config(roots=Roots(base / "proc", base / "sys"), min_resident=0,
+                 accelerator_records=path)
+    snap = Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(lambda: snap, cfg))
+    text = generate_latest(reg).decode("utf-8")  # old code: UnicodeEncodeError here
+    got = values(text, "numa_accelerator_info", pci_address="0000:03:00.0")
+    assert [(lab["driver"], lab["vendor"]) for lab, _ in got] == [("ast\\xff", "ASPEED\\xfe")]
+
+
+def test_inspect_report_of_a_hostile_process_is_valid_utf8(tmp_path: Path) -> None:
+    root = _hostile_root(tmp_path)
+    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    sample, system = Scanner(config).sample_one(int(PID))
+    assert sample is not None
+    rep = report(sample, system, config)
+    assert (rep["comm"], rep["cgroup"], rep["unit"]) == (
+        "bad\\xff\\xfe", "/bad\\xff.scope", "bad\\xff.scope")
+    json.dumps(rep, ensure_ascii=False).encode("utf-8")
+    render(rep).encode("utf-8")
+
+
+@pytest.mark.parametrize("fmt", ["json", "logfmt"])
+def test_log_values_are_safe_text(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    configure("info", fmt)
+    structlog.get_logger().warning("malformed input", file="/sys/fs/cgroup/bad\udcff\x1b[2J")
+    err = capsys.readouterr().err
+    err.encode("utf-8")
+    assert "bad\\xff[2J" in err.replace("\\\\", "\\")
+    assert "\x1b" not in err and "\\u001b" not in err
