@@ -14,6 +14,7 @@ from numa_exporter.config import AcceleratorPin, Config, HomePin
 from numa_exporter.model.binding import policy_memory_nodes
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
+from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.proc_cgroup import parse_proc_cgroup
@@ -159,7 +160,9 @@ def _unit(config: Config, pid: int) -> tuple[str | None, str | None]:
     except OSError:
         return None, None
     cg = parse_proc_cgroup(data)
-    return cg.systemd_path, cg.unit
+    path, unit = cg.systemd_path, cg.unit
+    return (label_text(path) if path is not None else None,
+            label_text(unit) if unit is not None else None)
 
 
 def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[str, Any]:
@@ -173,7 +176,7 @@ def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[
     mem_now, cpu_now = current_bindings(sample, system)
     return {
         "pid": sample.pid,
-        "comm": sample.comm,
+        "comm": label_text(sample.comm),
         "start_time": sample.start_time,
         "cgroup": cg_path,
         "unit": unit,
@@ -187,7 +190,8 @@ def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[
         "cpu_bound_nodes": format_cpulist(set(cpu_now)) if cpu_now is not None else None,
         "cpus_bound": sample.cpus_bound,
         "policies": sample.policy_bytes,
-        "accelerators": [{"device": a.device, "pci_address": a.pci_address, "node": a.node}
+        "accelerators": [{"device": label_text(a.device),
+                          "pci_address": label_text(a.pci_address), "node": a.node}
                          for a in sample.accelerators],
         "home": {"nodes": format_cpulist(set(sample.home.nodes)), "source": sample.home.source},
         "local_bytes": sample.locality.local_bytes,

@@ -7,6 +7,14 @@ import sys
 
 import structlog
 
+from numa_exporter.parsers._text import safe_text
+
+
+def _safe_values(_: object, __: str, event: structlog.types.EventDict) -> structlog.types.EventDict:
+    """Return the event with text values made safe (undecodable bytes as \\xNN, no controls)."""
+    return {k: safe_text(v) if isinstance(v, str) and k != "exception" else v
+            for k, v in event.items()}
+
 LEVELS = ("debug", "info", "warn", "error")
 
 
@@ -24,6 +32,7 @@ def configure(level: str, fmt: str) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True, key="ts"),
             structlog.processors.format_exc_info,
+            _safe_values,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),

@@ -9,6 +9,7 @@ from prometheus_client.core import Metric
 
 from numa_exporter.metrics_spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers._text import label_text
 
 from .base import CollectorDef
 from .families import family
@@ -34,11 +35,12 @@ def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
     """Yield the machine's accelerators and the processes' accelerator uses."""
     f = family(DEVICE)
     for a in snap.accelerators:
-        f.add_metric([a.device, a.pci_address, a.vendor, a.driver, str(a.node)], 1)
+        f.add_metric([*map(label_text, (a.device, a.pci_address, a.vendor, a.driver)),
+                      str(a.node)], 1)
     pf = family(PROCESS_DEVICE)
     for p in snap.processes:
         for u in p.accelerators:
-            pf.add_metric([str(p.pid), p.comm, u.device, str(u.node)], 1)
+            pf.add_metric([str(p.pid), label_text(p.comm), label_text(u.device), str(u.node)], 1)
     yield from (f, pf)
 
 

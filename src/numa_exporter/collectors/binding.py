@@ -9,6 +9,7 @@ from prometheus_client.core import Metric
 
 from numa_exporter.metrics_spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers._text import label_text
 
 from .base import CollectorDef
 from .families import family
@@ -51,7 +52,7 @@ def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
     """Yield the binding families of the snapshot's processes."""
     mb, cb, mm = (family(s) for s in SPECS)
     for p in snap.processes:
-        lv = [str(p.pid), p.comm]
+        lv = [str(p.pid), label_text(p.comm)]
         if p.memory_bound is not None:
             mb.add_metric(lv, int(p.memory_bound))
         if p.cpus_bound is not None:

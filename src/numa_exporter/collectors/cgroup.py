@@ -9,6 +9,7 @@ from prometheus_client.core import Metric
 
 from numa_exporter.metrics_spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers._text import label_text
 
 from .base import CollectorDef
 from .families import Family, family, pattern_family
@@ -41,13 +42,13 @@ def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
     counters: dict[str, Family] = {}
     for c in snap.cgroups:
         for (node, kind), b in sorted(c.memory.items()):
-            mem.add_metric([c.path, str(node), kind], b)
+            mem.add_metric([label_text(c.path), str(node), kind], b)
         for name, v in sorted(c.counters.items()):
             if name not in counters:
                 counters[name] = pattern_family(STAT, name)
-            counters[name].add_metric([c.path], v)
+            counters[name].add_metric([label_text(c.path)], v)
         if c.unit:
-            unit.add_metric([c.path, c.unit], 1)
+            unit.add_metric([label_text(c.path), label_text(c.unit)], 1)
     yield mem
     yield from (counters[name] for name in sorted(counters))
     yield unit

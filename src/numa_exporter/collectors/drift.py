@@ -9,6 +9,7 @@ from prometheus_client.core import Metric
 
 from numa_exporter.metrics_spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers._text import label_text
 
 from .base import CollectorDef
 from .families import family
@@ -44,7 +45,7 @@ def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
     for p in snap.processes:
         if p.drift is None:
             continue
-        lv = [str(p.pid), p.comm]
+        lv = [str(p.pid), label_text(p.comm)]
         if p.drift.baseline_remote_ratio is not None:
             base.add_metric(lv, p.drift.baseline_remote_ratio)
             change.add_metric(lv, p.locality.remote_ratio - p.drift.baseline_remote_ratio)

@@ -9,6 +9,7 @@ from prometheus_client.core import Metric
 
 from numa_exporter.metrics_spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import format_cpulist
 
 from .base import CollectorDef
@@ -92,7 +93,7 @@ def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
     mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err = (
         family(s) for s in SPECS)
     for p in snap.processes:
-        lv = [str(p.pid), p.comm]
+        lv = [str(p.pid), label_text(p.comm)]
         for (node, kind), b in sorted(p.memory.items()):
             mem.add_metric([*lv, str(node), kind.value], b)
         for policy, b in sorted(p.policy_bytes.items()):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+
+MAX_DIGITS = 24  # far above 2**64 (20 digits); keeps int() away from its digit limit
+_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
 def lines(data: bytes) -> Iterator[tuple[int, str]]:
@@ -13,9 +17,26 @@ def lines(data: bytes) -> Iterator[tuple[int, str]]:
             yield i, text
 
 
+def is_digits(text: str) -> bool:
+    """Return True when text is one or more ASCII decimal digits (``str.isdigit`` is not)."""
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def is_name(text: str) -> bool:
+    """Return True when text is a field name of ASCII letters, digits and underscores."""
+    return _NAME.fullmatch(text) is not None
+
+
 def to_int(text: str) -> int | None:
-    """Return text as a non-negative-or-negative decimal int, or None if it is not one."""
+    """Return text as a decimal int (ASCII digits, optional leading '-'), or None."""
     t = text[1:] if text.startswith("-") else text
-    if not t or not t.isascii() or not t.isdigit() or len(t) > 24:
+    if len(t) > MAX_DIGITS or not is_digits(t):
+        return None
+    return int(text)
+
+
+def to_uint(text: str) -> int | None:
+    """Return text as a non-negative decimal int (ASCII digits only), or None."""
+    if len(text) > MAX_DIGITS or not is_digits(text):
         return None
     return int(text)

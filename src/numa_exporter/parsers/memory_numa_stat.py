@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from numa_exporter.parsers._kv import lines
 
 MAX_DIGITS = 20  # an unsigned 64-bit value; anything longer is malformed
-MAX_NODE = 1 << 16
+MAX_NODE = 1023  # the kernel's largest MAX_NUMNODES is 1024
 # v2 per-node lines that count events rather than measure memory.
 EVENT_PREFIXES = ("workingset_", "pgpromote_", "pgdemote_", "pgsteal", "pgscan", "numa_")
 

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from numa_exporter.parsers._kv import to_int
+from numa_exporter.parsers._text import label_text
+from numa_exporter.parsers.cpulist import MAX_CPU_ID
+
+_MIN_FIELDS = 20  # state .. starttime at least (fields 3..22)
+
 
 @dataclass(frozen=True, slots=True)
 class PidStat:
-    """Fields of a stat line that the exporter uses; times in clock ticks."""
+    """Fields of a stat line that the exporter uses; times in clock ticks.
+
+    ``comm`` is safe text (``_text.label_text``): bytes that are not UTF-8 become ``\\xNN``.
+    """
 
     pid: int
     comm: str
@@ -21,29 +30,39 @@ class PidStat:
 
 
 def parse_pid_stat(data: bytes) -> PidStat | None:
-    """Return the parsed stat line, or None when it is malformed."""
-    text = data.decode("utf-8", "surrogateescape").strip()
-    open_p = text.find("(")
-    close_p = text.rfind(")")  # comm may itself contain ')' and spaces
+    """Return the parsed stat line, or None when it is malformed.
+
+    Every number must be ASCII decimal; the fields used are non-negative and the last CPU is
+    below the kernel's NR_CPUS bound (8192). Never raises.
+    """
+    open_p = data.find(b"(")
+    close_p = data.rfind(b")")  # comm may itself contain ')' and spaces
     if open_p <= 0 or close_p < open_p:
         return None
-    rest = text[close_p + 1 :].split()
+    head = data[:open_p].strip()
+    tail = data[close_p + 1 :]
+    if not head.isascii() or not tail.isascii():
+        return None
+    rest = tail.decode("ascii").split()
     # rest[0] is field 3 (state); field N is rest[N - 3]
-    if len(rest) < 20:
+    if len(rest) < _MIN_FIELDS:
         return None
-    try:
-        pid = int(text[:open_p].strip())
-        f = [int(x) for x in rest[1:]]
-    except ValueError:
+    pid = to_int(head.decode("ascii"))
+    nums = [to_int(x) for x in rest[1:]]
+    if pid is None or pid <= 0 or any(v is None for v in nums):
         return None
+    f = [v for v in nums if v is not None]
 
     def field(n: int) -> int:
         return f[n - 4]
 
+    used = (field(4), field(14), field(15), field(20), field(22))
     processor = field(39) if len(rest) >= 37 else None
+    if any(v < 0 for v in used) or (processor is not None and not 0 <= processor <= MAX_CPU_ID):
+        return None
     return PidStat(
         pid=pid,
-        comm=text[open_p + 1 : close_p],
+        comm=label_text(data[open_p + 1 : close_p]),
         state=rest[0],
         ppid=field(4),
         utime=field(14),

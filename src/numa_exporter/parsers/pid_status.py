@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from numa_exporter.parsers._kv import lines, to_int
-from numa_exporter.parsers.cpulist import parse_cpulist
+from numa_exporter.parsers._kv import lines, to_uint
+from numa_exporter.parsers._text import label_text
+from numa_exporter.parsers.cpulist import MAX_CPU_ID, MAX_NODE_ID, parse_cpulist
 
 
 @dataclass(frozen=True, slots=True)
 class PidStatus:
-    """Fields of status the exporter uses; sizes in bytes, None where the kernel omits them."""
+    """Fields of status the exporter uses; sizes in bytes, None where the kernel omits them.
+
+    ``name`` is safe text (see ``_text.label_text``): valid UTF-8, no control characters.
+    """
 
     name: str
     tgid: int | None
@@ -31,19 +35,29 @@ _KB = {"VmRSS": "vm_rss", "RssAnon": "rss_anon", "RssFile": "rss_file",
 
 
 def parse_pid_status(data: bytes) -> PidStatus:
-    """Return the fields of a status file; malformed known lines are counted in error_count."""
+    """Return the fields of a status file; malformed known lines are counted in error_count.
+
+    Never raises: numbers are ASCII decimal only, id lists are bounded (CPUs below 8192,
+    nodes below 1024).
+    """
     f: dict[str, str] = {}
+    name = b""
     for _, text in lines(data):
         key, sep, val = text.partition(":")
         if sep:
             f[key] = val.strip()
+    for raw in data.split(b"\n"):
+        if raw.startswith(b"Name:"):  # the raw bytes: a process may name itself anything
+            name = raw[5:].strip(b" \t")
+            break
     errors = 0
 
     def num(key: str) -> int | None:
         nonlocal errors
         if key not in f:
             return None
-        v = to_int(f[key].split()[0]) if f[key] else None
+        parts = f[key].split()
+        v = to_uint(parts[0]) if parts else None
         if v is None:
             errors += 1
         return v
@@ -53,24 +67,24 @@ def parse_pid_status(data: bytes) -> PidStatus:
         if key not in f:
             return None
         parts = f[key].split()
-        v = to_int(parts[0]) if len(parts) == 2 and parts[1] == "kB" else None
+        v = to_uint(parts[0]) if len(parts) == 2 and parts[1] == "kB" else None
         if v is None:
             errors += 1
             return None
         return v * 1024
 
-    def cpulist(key: str) -> frozenset[int] | None:
+    def cpulist(key: str, max_id: int) -> frozenset[int] | None:
         nonlocal errors
         if key not in f:
             return None
-        v = parse_cpulist(f[key])
+        v = parse_cpulist(f[key], max_id)
         if v is None:
             errors += 1
         return v
 
     sizes = {attr: kb(key) for key, attr in _KB.items()}
     return PidStatus(
-        name=f.get("Name", ""),
+        name=label_text(name),
         tgid=num("Tgid"),
         uid=num("Uid"),
         threads=num("Threads"),
@@ -79,8 +93,8 @@ def parse_pid_status(data: bytes) -> PidStatus:
         rss_file=sizes["rss_file"],
         rss_shmem=sizes["rss_shmem"],
         hugetlb=sizes["hugetlb"],
-        cpus_allowed=cpulist("Cpus_allowed_list"),
-        mems_allowed=cpulist("Mems_allowed_list"),
+        cpus_allowed=cpulist("Cpus_allowed_list", MAX_CPU_ID),
+        mems_allowed=cpulist("Mems_allowed_list", MAX_NODE_ID),
         error_count=errors,
     )
 

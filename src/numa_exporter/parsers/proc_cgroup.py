@@ -9,14 +9,16 @@ Each line is ``hierarchy-ID:controller-list:cgroup-path``::
 
 The path is everything after the second colon (it may itself contain colons). Paths are
 relative to the cgroup namespace of the process; one outside the reader's namespace starts
-with ``/..``.
+with ``/..``. Paths are decoded with ``surrogateescape`` so that any name (a delegated cgroup
+may be called anything) still opens the right directory; pass them through
+``_text.label_text`` before showing them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from numa_exporter.parsers._kv import lines
+from numa_exporter.parsers._kv import is_digits
 
 UNIT_SUFFIXES = (".service", ".scope")
 
@@ -62,10 +64,13 @@ def parse_proc_cgroup(data: bytes) -> ProcCgroup:
     v2: str | None = None
     v1: dict[str, str] = {}
     errors = 0
-    for _, text in lines(data):
+    for raw in data.split(b"\n"):
+        text = raw.decode("utf-8", "surrogateescape").strip()
+        if not text:
+            continue
         hid, sep1, rest = text.partition(":")
         controllers, sep2, path = rest.partition(":")
-        if not (sep1 and sep2 and hid.isascii() and hid.isdigit() and path.startswith("/")):
+        if not (sep1 and sep2 and is_digits(hid) and path.startswith("/")):
             errors += 1
             continue
         if hid == "0" and not controllers:

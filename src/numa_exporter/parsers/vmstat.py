@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from numa_exporter.parsers._kv import lines, to_int
+from numa_exporter.parsers._kv import is_name, lines, to_uint
 
 NUMA_PREFIXES = ("numa_", "pgmigrate_", "thp_migration_", "pgpromote_", "pgdemote_")
 
@@ -23,14 +23,18 @@ class Vmstat:
 
 
 def parse_vmstat(data: bytes) -> Vmstat:
-    """Return the counters of a vmstat-format file."""
+    """Return the counters of a vmstat-format file.
+
+    A line counts when it is an ASCII name (letters, digits, ``_``: it becomes part of a
+    metric name) and a non-negative ASCII decimal value; any other line is an error.
+    """
     values: dict[str, int] = {}
     errors = 0
     first: int | None = None
     for lineno, text in lines(data):
         parts = text.split()
-        v = to_int(parts[1]) if len(parts) == 2 else None
-        if v is None or not parts[0].replace("_", "a").isalnum():
+        v = to_uint(parts[1]) if len(parts) == 2 else None
+        if v is None or not is_name(parts[0]):
             errors += 1
             first = first or lineno
             continue

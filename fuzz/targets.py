@@ -1,0 +1,267 @@
+"""Fuzz targets: one per parser, each checking totality and the parser's invariants.
+
+A target takes arbitrary bytes, calls the parser and raises ``AssertionError`` when the
+result is not the parser's type or breaks an invariant (negative counts, ids beyond the
+kernel's bounds, text that is not valid UTF-8 ...). Any other exception escaping the parser is
+a defect in its own right: parsers never raise.
+
+Seeds come from the real kernel captures and fixture roots under ``tests/fixtures``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+# The kernel's bounds (not the parsers' constants: the targets check the parsers against them).
+NR_CPUS = 8192
+MAX_NUMNODES = 1024
+FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
+SEED_DIRS = (FIXTURES / "realkernel", FIXTURES / "roots", FIXTURES / "cgroup")
+MAX_SEEDS = 300
+MAX_SEED_BYTES = 256 * 1024
+
+
+def _is_safe_text(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in s)
+
+
+def _nodes_ok(ids: frozenset[int] | set[int] | None) -> bool:
+    return ids is None or all(0 <= i < MAX_NUMNODES for i in ids)
+
+
+def _cpus_ok(ids: frozenset[int] | set[int] | None) -> bool:
+    return ids is None or all(0 <= i < NR_CPUS for i in ids)
+
+
+def _errors_ok(count: int, first: int | None) -> bool:
+    return count >= 0 and (first is None) == (count == 0) and (first is None or first >= 1)
+
+
+def fuzz_numa_maps(data: bytes) -> None:
+    from numa_exporter.parsers.numa_maps import Kind, NumaMaps, parse_numa_maps
+
+    lines = data.splitlines(keepends=True)
+    r = parse_numa_maps(lines)
+    assert isinstance(r, NumaMaps)
+    non_blank = sum(1 for line in lines if line.rstrip(b"\n").strip())
+    assert r.mappings >= 0 and r.error_count >= 0
+    assert r.mappings + r.error_count == non_blank, (r.mappings, r.error_count, non_blank)
+    assert len(r.errors) <= r.error_count
+    for (node, kind), b in r.bytes.items():
+        assert 0 <= node < MAX_NUMNODES, node
+        assert isinstance(kind, Kind) and b >= 0
+    assert all(b >= 0 for b in r.policy_bytes.values())
+    assert sum(r.policy_bytes.values()) == r.total_bytes
+    for (_, nodes), b in r.policy_nodes.items():
+        assert _nodes_ok(nodes) and b >= 0
+    for e in r.errors:
+        assert e.lineno >= 1
+        e.text.encode("utf-8")
+
+
+def fuzz_pid_sched(data: bytes) -> None:
+    from numa_exporter.parsers.pid_sched import PidSched, parse_pid_sched
+
+    r = parse_pid_sched(data)
+    assert isinstance(r, PidSched)
+    assert r.error_count >= 0
+    assert r.numa_pages_migrated is None or r.numa_pages_migrated >= 0, r.numa_pages_migrated
+    assert r.total_numa_faults is None or r.total_numa_faults >= 0
+    # numa_preferred_nid is -1 when the task has no preferred node
+    assert r.numa_preferred_nid is None or -1 <= r.numa_preferred_nid < MAX_NUMNODES
+    assert r.current_node is None or 0 <= r.current_node < MAX_NUMNODES, r.current_node
+    assert _nodes_ok(set(r.numa_faults)), sorted(r.numa_faults)[:3]
+    assert all(v >= 0 for v in r.numa_faults.values())
+
+
+def fuzz_pid_stat(data: bytes) -> None:
+    from numa_exporter.parsers.pid_stat import PidStat, parse_pid_stat
+
+    r = parse_pid_stat(data)
+    if r is None:
+        return
+    assert isinstance(r, PidStat)
+    assert r.pid > 0 and _is_safe_text(r.comm), r
+    assert min(r.ppid, r.utime, r.stime, r.num_threads, r.starttime) >= 0, r
+    assert r.processor is None or 0 <= r.processor < NR_CPUS, r.processor
+
+
+def fuzz_pid_status(data: bytes) -> None:
+    from numa_exporter.parsers.pid_status import PidStatus, parse_pid_status
+
+    r = parse_pid_status(data)
+    assert isinstance(r, PidStatus)
+    assert r.error_count >= 0 and _is_safe_text(r.name)
+    for v in (r.tgid, r.uid, r.threads, r.vm_rss, r.rss_anon, r.rss_file, r.rss_shmem,
+              r.hugetlb):
+        assert v is None or v >= 0, r
+    assert _cpus_ok(r.cpus_allowed) and _nodes_ok(r.mems_allowed)
+
+
+def fuzz_cpulist(data: bytes) -> None:
+    from numa_exporter.parsers.cpulist import format_cpulist, parse_cpulist
+
+    r = parse_cpulist(data)
+    assert r is None or isinstance(r, frozenset)
+    assert _cpus_ok(r)
+    if r is not None:
+        assert parse_cpulist(format_cpulist(set(r))) == r
+    assert _nodes_ok(parse_cpulist(data, MAX_NUMNODES - 1))
+
+
+def fuzz_vmstat(data: bytes) -> None:
+    import re
+
+    from numa_exporter.parsers.vmstat import Vmstat, parse_vmstat
+
+    r = parse_vmstat(data)
+    assert isinstance(r, Vmstat)
+    assert _errors_ok(r.error_count, r.first_error_line)
+    for k, v in r.values.items():  # names become parts of metric names
+        assert re.fullmatch(r"[A-Za-z0-9_]+", k) and v >= 0, (k, v)
+
+
+def fuzz_node_meminfo(data: bytes) -> None:
+    from numa_exporter.parsers.node_meminfo import NodeMeminfo, parse_node_meminfo
+
+    r = parse_node_meminfo(data)
+    assert isinstance(r, NodeMeminfo) and r.error_count >= 0
+    for k, v in (*r.bytes.items(), *r.counts.items()):
+        assert k.isascii() and _is_safe_text(k) and v >= 0, (k, v)
+
+
+def fuzz_node_distance(data: bytes) -> None:
+    from numa_exporter.parsers.node_distance import parse_node_distance
+
+    r = parse_node_distance(data)
+    assert r is None or (isinstance(r, tuple) and len(r) <= MAX_NUMNODES)
+    assert r is None or all(v >= 0 for v in r)
+
+
+def fuzz_numa_balancing(data: bytes) -> None:
+    from numa_exporter.parsers.numa_balancing import parse_numa_balancing, parse_sysctl_int
+
+    mode = parse_numa_balancing(data)
+    assert mode is None or mode in (0, 1, 2, 3)
+    v = parse_sysctl_int(data)
+    assert v is None or isinstance(v, int)
+
+
+def fuzz_stat(data: bytes) -> None:
+    from numa_exporter.parsers.stat import parse_btime
+
+    r = parse_btime(data)
+    assert r is None or (isinstance(r, int) and r >= 0), r
+
+
+def fuzz_proc_cgroup(data: bytes) -> None:
+    from numa_exporter.parsers._text import label_text
+    from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
+
+    r = parse_proc_cgroup(data)
+    assert isinstance(r, ProcCgroup) and r.error_count >= 0
+    paths = [r.v2_path, *r.v1_paths.values()]
+    for p in paths:
+        assert p is None or p.startswith("/")
+        if p is not None:
+            assert _is_safe_text(label_text(p))
+    unit = r.unit
+    assert unit is None or unit.endswith((".service", ".scope"))
+    for c in ("memory", "cpuset"):
+        assert r.path_for(c) in paths
+
+
+def fuzz_memory_stat(data: bytes) -> None:
+    from numa_exporter.parsers.memory_stat import MemoryStat, parse_memory_stat
+
+    r = parse_memory_stat(data)
+    assert isinstance(r, MemoryStat)
+    assert _errors_ok(r.error_count, r.first_error_line)
+    for k, v in r.values.items():
+        assert k.isascii() and _is_safe_text(k) and v >= 0, (k, v)
+    assert set(r.numa_balancing_counters()) <= set(r.values)
+
+
+def fuzz_memory_numa_stat(data: bytes) -> None:
+    from numa_exporter.parsers.memory_numa_stat import MemoryNumaStat, parse_memory_numa_stat
+
+    r = parse_memory_numa_stat(data)
+    assert isinstance(r, MemoryNumaStat)
+    assert _errors_ok(r.error_count, r.first_error_line)
+    assert r.version in (None, 1, 2) and r.in_pages == (r.version == 1)
+    assert _nodes_ok(r.node_ids())
+    for k, per in r.nodes.items():
+        assert k.isascii() and _is_safe_text(k)
+        assert all(v >= 0 for v in per.values())
+    assert all(v >= 0 for v in r.totals.values())
+    b = r.in_bytes(4096)
+    assert not b.in_pages and set(b.nodes) == set(r.nodes)
+    assert set(r.amounts()) <= set(r.nodes)
+
+
+def fuzz_label_text(data: bytes) -> None:
+    from numa_exporter.parsers._text import MAX_LABEL_CHARS, label_text, safe_text
+
+    out = label_text(data)
+    assert _is_safe_text(out) and len(out) <= MAX_LABEL_CHARS
+    assert label_text(out) == out  # idempotent
+    s = data.decode("utf-8", "surrogateescape")
+    assert label_text(s) == out  # the bytes and their surrogateescape text agree
+    assert _is_safe_text(safe_text(s))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A fuzz target: the function and the fixture file names that seed it."""
+
+    name: str
+    run: Callable[[bytes], None]
+    seeds: tuple[str, ...]  # glob patterns below each seed directory
+    runs: int = 4000  # inputs for the bounded run of the test suite
+    known: str | None = None  # an invariant failure found and reported, not yet fixed
+
+
+TARGETS: dict[str, Target] = {t.name: t for t in (
+    Target("numa_maps", fuzz_numa_maps, ("**/numa_maps",), runs=600,
+           known="node ids up to 4096 accepted (N1412=1 ...); the kernel's MAX_NUMNODES is 1024"),
+    Target("pid_sched", fuzz_pid_sched, ("**/sched",),
+           known="negative numa_pages_migrated, total_numa_faults and current_node accepted"),
+    Target("pid_stat", fuzz_pid_stat, ("**/[0-9]*/stat",)),
+    Target("pid_status", fuzz_pid_status, ("**/status",)),
+    Target("cpulist", fuzz_cpulist, ("**/cpulist", "**/node/online", "**/node/possible",
+                                     "**/node/has_*", "**/cpu/online", "**/*effective*")),
+    Target("vmstat", fuzz_vmstat, ("**/vmstat", "**/numastat")),
+    Target("node_meminfo", fuzz_node_meminfo, ("**/node[0-9]*/meminfo",)),
+    Target("node_distance", fuzz_node_distance, ("**/distance",)),
+    Target("numa_balancing", fuzz_numa_balancing, ("**/kernel/numa_balancing*",)),
+    Target("stat", fuzz_stat, ("**/proc/stat",)),
+    Target("proc_cgroup", fuzz_proc_cgroup, ("**/cgroup", "**/*proc-self-cgroup",
+                                             "cgroup/proc/*")),
+    Target("memory_stat", fuzz_memory_stat, ("**/memory.stat", "**/*memory.stat")),
+    Target("memory_numa_stat", fuzz_memory_numa_stat, ("**/memory.numa_stat",
+                                                       "**/*memory.numa_stat")),
+    Target("label_text", fuzz_label_text, ("**/comm",)),
+)}
+
+
+def seeds(target: Target) -> Iterator[bytes]:
+    """Yield the distinct seed inputs of a target (at most MAX_SEEDS, each bounded)."""
+    seen: set[bytes] = set()
+    for base in SEED_DIRS:
+        for pattern in target.seeds:
+            for p in sorted(base.glob(pattern)):
+                if not p.is_file() or p.is_symlink():
+                    continue
+                data = p.read_bytes()[:MAX_SEED_BYTES]
+                if data in seen:
+                    continue
+                seen.add(data)
+                yield data
+                if len(seen) >= MAX_SEEDS:
+                    return

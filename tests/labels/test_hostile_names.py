@@ -1,0 +1,156 @@
+"""Names a process or a cgroup can choose itself never break the exposition.
+
+A process may call itself any 15 bytes (``prctl(PR_SET_NAME)``) and a delegated cgroup may
+have any name; the label values that carry them must be valid UTF-8, without control
+characters. On a copy of a fixture root, then for real on this machine's /proc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import structlog
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
+from tests.conftest import ROOTS, Daemon
+from tests.e2e.exposition import values
+
+from numa_exporter.app import accelerator_source
+from numa_exporter.collectors.snapshot import SnapshotCollector
+from numa_exporter.config import Config
+from numa_exporter.inspect import render, report
+from numa_exporter.logs import configure
+from numa_exporter.roots import Roots
+from numa_exporter.scanner import Scanner
+
+StartDaemon = Callable[..., Daemon]
+PID = "130"  # a scanned process of the two_node root, comm "numatouch", cgroup "/"
+CGROUP = b"/bad\xff\x01.scope"
+
+
+def _hostile_root(tmp: Path) -> Path:
+    root = tmp / "root"
+    shutil.copytree(ROOTS / "two_node", root, symlinks=True)
+    proc = root / "proc" / PID
+    for f in (proc / "stat", proc / "task" / PID / "stat"):
+        f.write_bytes(f.read_bytes().replace(b"(numatouch)", b"(bad\xff\xfe\x1b)"))
+    for f in (proc / "status", proc / "task" / PID / "status"):
+        f.write_bytes(f.read_bytes().replace(b"Name:\tnumatouch", b"Name:\tbad\xff\xfe"))
+    (proc / "cgroup").write_bytes(b"0::" + CGROUP + b"\n")
+    cg = root / "sys" / "fs" / "cgroup"
+    d = Path(os.fsdecode(os.fsencode(cg) + CGROUP))  # the name is not UTF-8
+    d.mkdir()
+    (d / "memory.numa_stat").write_bytes(b"anon N0=4096 N1=8192\nfile N0=0 N1=0\n")
+    (d / "memory.stat").write_bytes(b"anon 12288\nnuma_pages_migrated 3\n")
+    return root
+
+
+def test_hostile_comm_and_cgroup_name_give_valid_utf8_labels(tmp_path: Path) -> None:
+    root = _hostile_root(tmp_path)
+    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    snap = Scanner(config).scan()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(lambda: snap, config))
+    text = generate_latest(reg).decode("utf-8")  # old code: UnicodeEncodeError here
+    ratio = values(text, "numa_process_remote_memory_ratio", pid=PID)
+    assert [lab["comm"] for lab, _ in ratio] == ["bad\\xff\\xfe"]
+    mem = values(text, "numa_cgroup_memory_bytes", cgroup="/bad\\xff.scope")
+    assert {(lab["node"], lab["kind"], v) for lab, v in mem} >= {
+        ("0", "anon", 4096.0), ("1", "anon", 8192.0)}
+    assert {lab["unit"] for lab, _ in mem} == {"bad\\xff.scope"}
+
+
+def _named_child(name: bytes, mib: int) -> subprocess.Popen[bytes]:
+    """Start a process that names itself ``name`` and touches ``mib`` MiB of anonymous memory."""
+    code = (
+        "import ctypes, mmap, sys, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        f"assert libc.prctl(15, ctypes.c_char_p({name!r}), 0, 0, 0) == 0\n"  # PR_SET_NAME
+        f"m = mmap.mmap(-1, {mib} << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+        "for i in range(0, len(m), 4096): m[i] = 1\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+
+
+@pytest.mark.e2e
+def test_real_process_with_non_utf8_name_is_scraped(start_daemon: StartDaemon) -> None:
+    child = _named_child(b"bad\xff\xfe", 80)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        assert Path(f"/proc/{child.pid}/comm").read_bytes() == b"bad\xff\xfe\n"
+        d = start_daemon("--process.min-resident=64MiB", "--path.procfs=/proc",
+                         "--scan.interval=1s", "--log.format=json")
+        d.wait_scans(0)  # the server answers (scans_total is exported before any scan)
+        text = ""
+        for _ in range(3):  # three scans' worth of scrapes: every one must succeed
+            with urllib.request.urlopen(d.url + "/metrics", timeout=10) as resp:
+                assert resp.status == 200
+                text = resp.read().decode("utf-8")  # strict: raises on invalid UTF-8
+            d.wait_scans(1)
+        found = []
+        for _ in range(50):
+            with urllib.request.urlopen(d.url + "/metrics", timeout=10) as resp:
+                assert resp.status == 200
+                text = resp.read().decode("utf-8")
+            found = values(text, "numa_process_memory_bytes", pid=str(child.pid))
+            if found:
+                break
+            d.wait_scans(1)
+        assert found, "the process with a non-UTF-8 name is not exported"
+        assert {lab["comm"] for lab, _ in found} == {"bad\\xff\\xfe"}
+        assert sum(v for _, v in found) >= 80 << 20
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_hostile_accelerator_names_give_valid_utf8_labels(tmp_path: Path) -> None:
+    """udev (and sysfs) hand over names as surrogateescape text: labels escape them."""
+    base = ROOTS / "inference"
+    records = json.loads((base / "udev.json").read_text())
+    for dev in records["devices"]:
+        if dev["driver"] == "ast":
+            dev["driver"] = "ast\udcff\x01"
+            dev["properties"]["ID_VENDOR_FROM_DATABASE"] = "ASPEED\udcfe\n"
+    path = tmp_path / "udev.json"
+    path.write_text(json.dumps(records))  # lone surrogates travel as \udcff escapes
+    cfg = Config(roots=Roots(base / "proc", base / "sys"), min_resident=0,
+                 accelerator_records=path)
+    snap = Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(lambda: snap, cfg))
+    text = generate_latest(reg).decode("utf-8")  # old code: UnicodeEncodeError here
+    got = values(text, "numa_accelerator_info", pci_address="0000:03:00.0")
+    assert [(lab["driver"], lab["vendor"]) for lab, _ in got] == [("ast\\xff", "ASPEED\\xfe")]
+
+
+def test_inspect_report_of_a_hostile_process_is_valid_utf8(tmp_path: Path) -> None:
+    root = _hostile_root(tmp_path)
+    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    sample, system = Scanner(config).sample_one(int(PID))
+    assert sample is not None
+    rep = report(sample, system, config)
+    assert (rep["comm"], rep["cgroup"], rep["unit"]) == (
+        "bad\\xff\\xfe", "/bad\\xff.scope", "bad\\xff.scope")
+    json.dumps(rep, ensure_ascii=False).encode("utf-8")
+    render(rep).encode("utf-8")
+
+
+@pytest.mark.parametrize("fmt", ["json", "logfmt"])
+def test_log_values_are_safe_text(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    configure("info", fmt)
+    structlog.get_logger().warning("malformed input", file="/sys/fs/cgroup/bad\udcff\x1b[2J")
+    err = capsys.readouterr().err
+    err.encode("utf-8")
+    assert "bad\\xff[2J" in err.replace("\\\\", "\\")
+    assert "\x1b" not in err and "\\u001b" not in err
