@@ -65,7 +65,8 @@ def test_hostile_comm_and_cgroup_name_give_valid_utf8_labels(tmp_path: Path) -> 
     mem = values(text, "numa_cgroup_memory_bytes", cgroup="/bad\\xff.scope")
     assert {(lab["node"], lab["kind"], v) for lab, v in mem} >= {
         ("0", "anon", 4096.0), ("1", "anon", 8192.0)}
-    assert {lab["unit"] for lab, _ in mem} == {"bad\\xff.scope"}
+    unit = values(text, "numa_cgroup_systemd_unit_info", cgroup="/bad\\xff.scope")
+    assert {lab["unit"] for lab, _ in unit} == {"bad\\xff.scope"}
 
 
 def _named_child(name: bytes, mib: int) -> subprocess.Popen[bytes]:
