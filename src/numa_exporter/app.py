@@ -59,7 +59,8 @@ class App:
             homes, accels = load_pins(path)
             check_nodes(homes, self.sampler.scanner.topology.nodes)
         except PinError as exc:
-            log.error("config reload failed; keeping the running config", error=str(exc))
+            log.error("config reload failed; keeping the running config", file=str(path),
+                      error=str(exc))
             return False
         self.config = dataclasses.replace(self.config, home_pins=homes,
                                           accelerator_pins=accels)

@@ -209,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
       help=f"logfmt or json; keys ts, level, caller, msg (default {logs.DEFAULT_FORMAT})")
 
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands",
-                           description="without a command, numa-exporter runs the exporter")
+                           description="without a command, numa-exporter runs the exporter",
+                           help="inspect or udev-dump; COMMAND --help for its flags")
     i = sub.add_parser("inspect", help="diagnose one process's placement, no server needed",
                        description="Diagnose one process's NUMA placement: bytes per node, "
                                    "bindings, accelerators, a verdict and remedies.")
@@ -242,11 +243,15 @@ def pins_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser, root
         parser.error(f"--accelerator.records={ns.records}: not a file")
     if not ns.config_file:
         return (), ()
+    path = Path(ns.config_file)
     try:
-        homes, accels = load_pins(Path(ns.config_file))
-        check_nodes(homes, host_nodes(roots))
+        homes, accels = load_pins(path)
     except PinError as exc:
         parser.error(f"--config.file: {exc}")
+    try:
+        check_nodes(homes, host_nodes(roots))
+    except PinError as exc:
+        parser.error(f"--config.file: {path}: {exc}")
     return homes, accels
 
 
