@@ -79,7 +79,8 @@ def test_documented_exporter_flags_exist() -> None:
 def test_container_recipe_is_the_same_everywhere() -> None:
     recipe_doc = DEPLOY_MD.read_text()
     recipe_df = (REPO / "Dockerfile").read_text()
-    for needed in ("--pid=host", "-v /proc:/host/proc:ro", "-v /sys:/host/sys:ro",
+    for needed in ("--pid=host", "--cgroupns=host", "-v /proc:/host/proc:ro",
+                   "-v /sys:/host/sys:ro",
                    "--cap-add SYS_PTRACE", "--cap-add DAC_READ_SEARCH", "--cap-drop ALL",
                    "--path.procfs=/host/proc --path.sysfs=/host/sys", "--read-only",
                    "--security-opt no-new-privileges"):
