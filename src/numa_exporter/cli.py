@@ -324,6 +324,16 @@ def run_daemon(config: Config) -> int:
     from numa_exporter.app import build_app
     from numa_exporter.http import parse_listen_address, serve
 
+    # handlers first: a SIGHUP during start-up must not end the process (its default action)
+    wake = threading.Event()
+    pending: list[signal.Signals] = []
+
+    def _signal(signum: int, _frame: object) -> None:
+        pending.append(signal.Signals(signum))
+        wake.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _signal)
     registry = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
@@ -341,15 +351,6 @@ def run_daemon(config: Config) -> int:
              sysfs=str(config.roots.sysfs), interval=config.scan_interval,
              nodes=list(app.sampler.scanner.topology.nodes))
     app.start()
-    wake = threading.Event()
-    pending: list[signal.Signals] = []
-
-    def _signal(signum: int, _frame: object) -> None:
-        pending.append(signal.Signals(signum))
-        wake.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _signal)
     while True:
         wake.wait()
         wake.clear()

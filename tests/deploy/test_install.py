@@ -57,12 +57,16 @@ def _python() -> str:
     return str(Path(sys.base_prefix) / "bin" / "python3")
 
 
-def test_documented_install_commands_and_the_installed_unit(tmp_path: Path) -> None:
+def test_documented_install_commands_and_the_installed_unit(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
     systemd_analyze = require_tool("systemd-analyze")
     commands = documented_commands()
     assert [c.split()[:2] for c in commands] == [
         ["sudo", "python3"], ["sudo", "/opt/numa-exporter/bin/pip"], ["sudo", "install"],
         ["sudo", "install"], ["sudo", "systemctl"], ["sudo", "systemctl"]], commands
+    build = REPO / "build"  # setuptools' in-tree build folder: do not leave one behind
+    if not build.exists():
+        request.addfinalizer(lambda: shutil.rmtree(build, ignore_errors=True))
     etc = tmp_path / "etc"
     (etc / "systemd" / "system").mkdir(parents=True)
     (etc / "default").mkdir()
