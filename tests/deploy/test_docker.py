@@ -197,6 +197,10 @@ def test_image_install_steps_work_outside_a_container(tmp_path: Path) -> None:
     assert "numa-exporter = numa_exporter.cli:main" in entry
     for dep in PYPROJECT["project"]["dependencies"]:
         assert f"Requires-Dist: {dep}" in meta, dep
+    # SPDX metadata (PEP 639), not the deprecated free-text License field
+    assert "License-Expression: Apache-2.0" in meta, meta[:2000]
+    assert "License-File: LICENSE" in meta and "numa_exporter-" in wheel.name
+    assert f"numa_exporter-{version}.dist-info/licenses/LICENSE" in names
 
     # The runtime stage's install, into a target dir (its dependencies come from this venv).
     target = tmp_path / "target"
