@@ -25,6 +25,7 @@ class Sampler:
         self._first = threading.Event()
         self._topology_dirty = threading.Event()
         self._next_config: Config | None = None
+        self._config_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="numa-sampler", daemon=True)
 
     @property
@@ -55,10 +56,12 @@ class Sampler:
         Baselines, counters and other scan state are kept; a scan in progress finishes
         with the config it started with.
         """
-        self._next_config = config
+        with self._config_lock:
+            self._next_config = config
 
     def _take_config(self) -> None:
-        config, self._next_config = self._next_config, None
+        with self._config_lock:
+            config, self._next_config = self._next_config, None
         if config is not None:
             self.scanner.config = config
             self.scanner.accel.config = config
