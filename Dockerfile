@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
 # numa-exporter container image. Build:   docker build -t numa-exporter:0.1.0 .
 # Run (docs/deploy.md explains every option):
-#   docker run -d --name numa-exporter --pid=host --network=host \
+#   docker run -d --name numa-exporter --restart=unless-stopped \
+#     --pid=host --network=host --cgroupns=host \
 #     --user 0:0 --cap-drop ALL --cap-add SYS_PTRACE --cap-add DAC_READ_SEARCH \
 #     --security-opt no-new-privileges --read-only --tmpfs /tmp \
 #     -v /proc:/host/proc:ro -v /sys:/host/sys:ro -v /run/udev:/run/udev:ro \
@@ -18,7 +19,7 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # --- builder: the project's wheel ------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS builder
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY src/ src/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,32 @@ class App:
         log.info("topology event", action=event.action, subsystem=event.subsystem,
                  device=event.sys_name)
         self.sampler.topology_changed()
+
+    def reload(self) -> bool:
+        """Reread ``--config.file`` and hand its pins to the scanner; return success.
+
+        A file that does not load, or that pins a node this host lacks, is rejected with
+        one log line and the running config stays.
+        """
+        from numa_exporter.pins import PinError, check_nodes, load_pins
+
+        path = self.config.config_file
+        if path is None:
+            log.info("reload: no --config.file, nothing to reload")
+            return True
+        try:
+            homes, accels = load_pins(path)
+            check_nodes(homes, self.sampler.scanner.topology.nodes)
+        except PinError as exc:
+            log.error("config reload failed; keeping the running config", file=str(path),
+                      error=str(exc))
+            return False
+        self.config = dataclasses.replace(self.config, home_pins=homes,
+                                          accelerator_pins=accels)
+        self.sampler.replace_config(self.config)
+        log.info("config reloaded", file=str(path), home_pins=len(homes),
+                 accelerator_pins=len(accels))
+        return True
 
     def stop(self) -> None:
         """Stop the sampler and the watch."""

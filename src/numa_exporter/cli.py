@@ -1,15 +1,21 @@
-"""Command line: ``numa-exporter`` (the daemon) and ``numa-exporter inspect PID``."""
+"""Command line: ``numa-exporter`` (the daemon), ``inspect PID`` and ``udev-dump``.
+
+One parser: the daemon's flags sit on the top level (the daemon runs when no command is
+given), the commands are subparsers, and the flags they share with the daemon (paths, config
+file, accelerator sources) are defined once in ``_add_shared``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import re
+import platform
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import structlog
 from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
@@ -25,21 +31,28 @@ from numa_exporter.config import (
     parse_duration,
     parse_size,
 )
+from numa_exporter.patterns import Pattern, PatternError, compile_pattern
 from numa_exporter.roots import RootError, Roots
 
 log = structlog.get_logger()
+
+MIN_INTERVAL = 0.1  # seconds; shorter intervals only burn CPU on page-table walks
+MAX_INTERVAL = 86400.0
+MAX_BUDGET = 10.0  # the default budget is two thirds of the interval, at most this
+MAX_COUNT = 1_000_000  # for --process.top and --drift.warmup-scans
+MAX_PID = 1 << 22  # the kernel's PID_MAX_LIMIT
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """Exit with one line on stderr and status 2."""
-        self.exit(2, f"numa-exporter: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _regex(text: str) -> re.Pattern[str]:
+def _regex(text: str) -> Pattern:
     try:
-        return re.compile(text)
-    except re.error as exc:
+        return compile_pattern(text)
+    except PatternError as exc:
         raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {exc}") from None
 
 
@@ -52,19 +65,23 @@ def _size(text: str) -> int:
 
 def _duration(text: str) -> float:
     try:
-        v = parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return v
-
-
-def _duration_or_zero(text: str) -> float:
-    try:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _interval(text: str) -> float:
+    v = _duration(text)
+    if not MIN_INTERVAL <= v <= MAX_INTERVAL:
+        raise argparse.ArgumentTypeError(f"must be between 100ms and 24h: {text!r}")
+    return v
+
+
+def _positive_duration(text: str) -> float:
+    v = _duration(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return v
 
 
 def _fraction(text: str) -> float:
@@ -72,73 +89,198 @@ def _fraction(text: str) -> float:
         v = float(text)
     except ValueError:
         v = -1.0
-    if not 0 <= v <= 1:
+    if not 0 <= v <= 1:  # also false for nan
         raise argparse.ArgumentTypeError(f"not a fraction in 0-1: {text!r}")
     return v
 
 
-def _positive_int(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"not a non-negative integer: {text!r}")
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or len(text) > 7 or int(text) > MAX_COUNT:
+        raise argparse.ArgumentTypeError(
+            f"not an integer in 0-{MAX_COUNT}: {text[:20]!r}")
     return int(text)
 
 
+def _pid(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or len(text) > 8 or not 0 < int(text) <= MAX_PID:
+        raise argparse.ArgumentTypeError(f"not a process id: {text[:20]!r}")
+    return int(text)
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: Any = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        sys.stdout.write(version_text())
+        parser.exit(0)
+
+
+def version_text() -> str:
+    """Return what ``--version`` prints: versions of the exporter, Python, the client, kernel."""
+    try:
+        client = version("prometheus-client")
+    except PackageNotFoundError:
+        client = "unknown"
+    return (
+        f"numa-exporter, version {__version__}\n"
+        f"  python:            {platform.python_version()} ({platform.python_implementation()})\n"
+        f"  prometheus-client: {client}\n"
+        f"  kernel:            {platform.release()}\n"
+        f"  platform:          {platform.system().lower()}/{platform.machine()}\n"
+    )
+
+
+def _add_shared(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """Add the flags the daemon and ``inspect`` share.
+
+    On a command's parser (``top=False``) they have no defaults of their own, so a value
+    given before the command (``numa-exporter --path.procfs=X inspect 1``) is kept.
+    """
+    def d(value: object) -> object:
+        return value if top else argparse.SUPPRESS
+
+    a = p.add_argument
+    a("--path.procfs", dest="procfs", metavar="PATH", default=d("/proc"),
+      help="procfs mount point, e.g. /host/proc in a container (default /proc)")
+    a("--path.sysfs", dest="sysfs", metavar="PATH", default=d("/sys"),
+      help="sysfs mount point: NUMA nodes, cgroups, PCI devices (default /sys)")
+    a("--config.file", dest="config_file", metavar="PATH", default=d(None),
+      help="TOML file pinning home nodes or accelerators per process (README: Config "
+           "file); the daemon rereads it on SIGHUP")
+    a("--accelerator.records", dest="records", metavar="PATH", default=d(None),
+      help="read accelerators from this udev records JSON (numa-exporter udev-dump) instead "
+           "of udev: for hosts or containers without udev, and for tests")
+    a("--accelerator.rdma", dest="rdma", action=argparse.BooleanOptionalAction,
+      default=d(False), help="count RDMA/high-speed NICs as accelerators (default off)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """Return the parser of the daemon's flags (node_exporter style)."""
+    """Return the parser of the daemon's flags (node_exporter style) and its commands."""
     p = _Parser(
         prog="numa-exporter",
-        description="Prometheus exporter of per-process NUMA memory placement.",
+        description="Prometheus exporter of per-process NUMA memory placement. Without a "
+                    "command it runs the exporter; SIGHUP rereads --config.file.",
+        epilog="Durations: 500ms, 15s, 1m30s, 2h. Sizes: 4096, 64MiB, 1GiB. Regular "
+               "expressions use RE2 syntax (as Prometheus relabelling does) and match "
+               "anywhere in a process's comm or command line (first 4096 characters).",
     )
-    p.add_argument("--version", action="version", version=f"numa-exporter {__version__}")
+    p.add_argument("--version", action=_VersionAction,
+                   help="print the versions of numa-exporter, Python, prometheus-client and "
+                        "the kernel, and exit")
     a = p.add_argument
     a("--web.listen-address", dest="listen", default=f":{DEFAULT_PORT}",
       help=f"address to listen on (default :{DEFAULT_PORT})")
     a("--web.telemetry-path", dest="telemetry_path", default="/metrics",
       help="path under which to expose metrics (default /metrics)")
-    a("--path.procfs", dest="procfs", default="/proc", help="procfs mountpoint (default /proc)")
-    a("--path.sysfs", dest="sysfs", default="/sys", help="sysfs mountpoint (default /sys)")
-    a("--path.rootfs", dest="rootfs", default="/", help="host root filesystem (default /)")
-    a("--scan.interval", dest="interval", type=_duration, default=15.0,
-      help="time between scans, e.g. 15s, 1m (default 15s)")
-    a("--scan.budget", dest="budget", type=_duration, default=None,
-      help="time one scan may spend on processes before leaving the rest for the next "
-           "(default: two thirds of the interval, at most 10s)")
-    a("--process.min-resident", dest="min_resident", type=_size, default=64 << 20,
-      help="scan processes with at least this resident memory, e.g. 64MiB; 0 = every "
-           "process (default 64MiB)")
-    a("--process.top", dest="top", type=_positive_int, default=200,
+    _add_shared(p, top=True)
+    a("--scan.interval", dest="interval", metavar="DURATION", type=_interval, default=15.0,
+      help="time between scans, 100ms to 24h (default 15s)")
+    a("--scan.budget", dest="budget", metavar="DURATION", type=_positive_duration,
+      default=None,
+      help="time one scan may spend on processes before leaving the rest for the next; "
+           "at most the interval (default: two thirds of the interval, at most 10s)")
+    a("--process.min-resident", dest="min_resident", metavar="SIZE", type=_size,
+      default=64 << 20,
+      help="scan processes with at least this resident memory; 0 = every process "
+           "(default 64MiB)")
+    a("--process.top", dest="top", metavar="N", type=_count, default=200,
       help="scan at most this many processes, largest RSS first; 0 = no limit (default 200)")
-    a("--process.include", dest="include", type=_regex, default=None,
-      help="only scan processes whose comm or cmdline matches this regex")
-    a("--process.exclude", dest="exclude", type=_regex, default=None,
-      help="never scan processes whose comm or cmdline matches this regex")
-    a("--config.file", dest="config_file", default=None,
-      help="TOML file pinning home nodes or accelerators per process (see README)")
-    a("--accelerator.records", dest="records", default=None,
-      help="read accelerators from this udev records JSON (numa-exporter udev-dump) instead "
-           "of udev: for hosts or containers without udev, and for tests")
-    a("--accelerator.rdma", dest="rdma", action=argparse.BooleanOptionalAction, default=False,
-      help="count RDMA/high-speed NICs as accelerators (default off)")
-    a("--drift.warmup-age", dest="warmup_age", type=_duration_or_zero, default=300.0,
+    a("--process.include", dest="include", metavar="REGEX", type=_regex, default=None,
+      help="only scan processes whose comm or cmdline matches this RE2 regex")
+    a("--process.exclude", dest="exclude", metavar="REGEX", type=_regex, default=None,
+      help="never scan processes whose comm or cmdline matches this RE2 regex")
+    a("--placement.sample-above", dest="sample_above", metavar="DURATION", type=_duration,
+      default=0.005,
+      help="estimate a process's placement by sampling (move_pages) instead of reading "
+           "numa_maps when the full read (a page-table walk under the process's mmap lock) "
+           "is estimated to take longer than this; 0 = always read in full (default 5ms)")
+    a("--placement.full-interval", dest="full_interval", metavar="DURATION", type=_duration,
+      default=0.0,
+      help="also read sampled processes in full this often, for exact numbers; 0 = never "
+           "(default 0)")
+    a("--scan.process-budget", dest="process_budget", metavar="DURATION", type=_duration,
+      default=0.5,
+      help="average time a full read of one process may take per scan; where sampling is "
+           "unavailable a costlier process is read every k-th scan; 0 = no limit "
+           "(default 500ms)")
+    a("--drift.warmup-age", dest="warmup_age", metavar="DURATION", type=_duration,
+      default=300.0,
       help="a process must be this old before its baseline placement is taken (default 5m)")
-    a("--drift.warmup-scans", dest="warmup_scans", type=_positive_int, default=4,
+    a("--drift.warmup-scans", dest="warmup_scans", metavar="N", type=_count, default=4,
       help="... and its RSS stable over this many scans (default 4)")
-    a("--drift.rss-tolerance", dest="rss_tolerance", type=_fraction, default=0.05,
-      help="... within this relative change, 0-1 (default 0.05)")
+    a("--drift.rss-tolerance", dest="rss_tolerance", metavar="FRACTION", type=_fraction,
+      default=0.05, help="... within this relative change, 0-1 (default 0.05)")
     for c in COLLECTORS:
         a(f"--collector.{c}", dest=f"collector_{c}", action=argparse.BooleanOptionalAction,
           default=True, help=f"enable the {c} collector (default on)")
-    a("--log.level", dest="log_level", choices=logs.LEVELS, default="info",
+    a("--log.level", dest="log_level", metavar="LEVEL", choices=logs.LEVELS, default="info",
       help="debug, info, warn or error (default info)")
-    a("--log.format", dest="log_format", choices=("logfmt", "json"), default=None,
-      help="logfmt or json (default: logfmt on a terminal, json otherwise)")
+    a("--log.format", dest="log_format", metavar="FORMAT", choices=logs.FORMATS,
+      default=logs.DEFAULT_FORMAT,
+      help=f"logfmt or json; keys ts, level, caller, msg (default {logs.DEFAULT_FORMAT})")
+
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands",
+                           description="without a command, numa-exporter runs the exporter",
+                           help="inspect or udev-dump; COMMAND --help for its flags")
+    i = sub.add_parser("inspect", help="diagnose one process's placement, no server needed",
+                       description="Diagnose one process's NUMA placement: bytes per node, "
+                                   "bindings, accelerators, a verdict and remedies.")
+    i.add_argument("pid", metavar="PID", type=_pid, help="the process to inspect")
+    i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    _add_shared(i, top=False)
+    sub.add_parser("udev-dump", help="print this machine's udev records as JSON, for "
+                                     "--accelerator.records",
+                   description="Print this machine's udev records of accelerators and NICs "
+                               "as JSON, the format --accelerator.records reads.")
     return p
+
+
+def roots_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Roots:
+    """Return the validated roots the flags name; exits 2 when one is unusable."""
+    roots = Roots(Path(ns.procfs), Path(ns.sysfs))
+    try:
+        roots.validate()
+    except RootError as exc:
+        parser.error(str(exc))
+    return roots
+
+
+def pins_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser, roots: Roots
+                   ) -> tuple[tuple[HomePin, ...], tuple[AcceleratorPin, ...]]:
+    """Return the pins of --config.file, checked against this host's nodes; exits 2 if bad."""
+    from numa_exporter.pins import PinError, check_nodes, load_pins
+
+    if ns.records and not Path(ns.records).is_file():
+        parser.error(f"--accelerator.records={ns.records}: not a file")
+    if not ns.config_file:
+        return (), ()
+    path = Path(ns.config_file)
+    try:
+        homes, accels = load_pins(path)
+    except PinError as exc:
+        parser.error(f"--config.file: {exc}")
+    try:
+        check_nodes(homes, host_nodes(roots))
+    except PinError as exc:
+        parser.error(f"--config.file: {path}: {exc}")
+    return homes, accels
+
+
+def host_nodes(roots: Roots) -> tuple[int, ...]:
+    """Return the NUMA nodes of the host whose sysfs ``roots`` names (``(0,)`` without NUMA)."""
+    from numa_exporter.errors import ErrorReporter
+    from numa_exporter.sources.sysfs import NodeSysFS
+    from numa_exporter.system import read_topology
+
+    return read_topology(NodeSysFS(roots.sysfs), ErrorReporter(quiet=True)).nodes
 
 
 def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Config:
     """Return the Config the parsed flags describe; exits 2 for inconsistent values."""
     from numa_exporter.http import parse_listen_address
-    from numa_exporter.pins import PinError, load_pins
 
     try:
         parse_listen_address(ns.listen)
@@ -146,21 +288,15 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) ->
         parser.error(f"--web.listen-address: {exc}")
     if not ns.telemetry_path.startswith("/") or ns.telemetry_path == "/":
         parser.error("--web.telemetry-path must start with '/' and not be '/'")
-    roots = Roots(Path(ns.procfs), Path(ns.sysfs), Path(ns.rootfs))
-    try:
-        roots.validate()
-    except RootError as exc:
-        parser.error(str(exc))
-    budget = ns.budget if ns.budget is not None else min(ns.interval * 2 / 3, 10.0)
-    home_pins: tuple[HomePin, ...] = ()
-    accel_pins: tuple[AcceleratorPin, ...] = ()
-    if ns.records and not Path(ns.records).is_file():
-        parser.error(f"--accelerator.records={ns.records}: not a file")
-    if ns.config_file:
-        try:
-            home_pins, accel_pins = load_pins(Path(ns.config_file))
-        except PinError as exc:
-            parser.error(f"--config.file: {exc}")
+    roots = roots_from_args(ns, parser)
+    if ns.budget is None:
+        budget = min(ns.interval * 2 / 3, MAX_BUDGET)
+    elif ns.budget > ns.interval:
+        parser.error(f"--scan.budget ({ns.budget:g}s) is longer than --scan.interval "
+                     f"({ns.interval:g}s): a scan must end before the next one starts")
+    else:
+        budget = ns.budget
+    home_pins, accel_pins = pins_from_args(ns, parser, roots)
     return Config(
         roots=roots,
         listen_address=ns.listen,
@@ -173,22 +309,46 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) ->
         exclude=ns.exclude,
         collectors=frozenset(c for c in COLLECTORS if getattr(ns, f"collector_{c}")),
         log_level=ns.log_level,
-        log_format=ns.log_format or logs.default_format(),
+        log_format=ns.log_format,
         home_pins=home_pins,
         accelerator_pins=accel_pins,
         accelerator_rdma=ns.rdma,
         accelerator_records=Path(ns.records) if ns.records else None,
+        config_file=Path(ns.config_file) if ns.config_file else None,
         warmup_age=ns.warmup_age,
         warmup_scans=max(ns.warmup_scans, 1),
         warmup_rss_tolerance=ns.rss_tolerance,
+        sample_above=ns.sample_above,
+        full_interval=ns.full_interval,
+        process_budget=ns.process_budget,
     )
 
 
+def inspect_config(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Config:
+    """Return the Config ``inspect`` scans with: every process, one scan, the daemon's pins."""
+    roots = roots_from_args(ns, parser)
+    homes, accels = pins_from_args(ns, parser, roots)
+    return Config(roots=roots, min_resident=0, warmup_scans=1, home_pins=homes,
+                  accelerator_pins=accels, accelerator_rdma=ns.rdma,
+                  accelerator_records=Path(ns.records) if ns.records else None,
+                  config_file=Path(ns.config_file) if ns.config_file else None)
+
+
 def run_daemon(config: Config) -> int:
-    """Serve until SIGTERM/SIGINT; return the exit status."""
+    """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status."""
     from numa_exporter.app import build_app
     from numa_exporter.http import parse_listen_address, serve
 
+    # handlers first: a SIGHUP during start-up must not end the process (its default action)
+    wake = threading.Event()
+    pending: list[signal.Signals] = []
+
+    def _signal(signum: int, _frame: object) -> None:
+        pending.append(signal.Signals(signum))
+        wake.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _signal)
     registry = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
@@ -206,36 +366,63 @@ def run_daemon(config: Config) -> int:
              sysfs=str(config.roots.sysfs), interval=config.scan_interval,
              nodes=list(app.sampler.scanner.topology.nodes))
     app.start()
-    done = threading.Event()
+    while True:
+        wake.wait()
+        wake.clear()
+        while pending:
+            sig = pending.pop(0)
+            if sig == signal.SIGHUP:
+                app.reload()
+                continue
+            log.info("stopping", signal=sig.name)
+            app.stop()
+            server.shutdown()
+            return 0
 
-    def _stop(signum: int, _frame: object) -> None:
-        log.info("stopping", signal=signal.Signals(signum).name)
-        done.set()
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    done.wait()
-    app.stop()
-    server.shutdown()
+def _udev_dump() -> int:
+    import json
+
+    from numa_exporter.sources.accelerators import UdevAcceleratorSource
+
+    try:
+        dump = UdevAcceleratorSource().dump()
+    except Exception as exc:  # no libudev on this host
+        print(f"numa-exporter udev-dump: error: udev unavailable: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(dump, indent=2, sort_keys=True))
     return 0
+
+
+def _inspect(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from numa_exporter.diagnose import run
+
+    logs.configure("error", logs.DEFAULT_FORMAT)
+    return run(inspect_config(ns, parser), ns.pid, as_json=ns.json)
+
+
+def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            sub: argparse.ArgumentParser = action.choices[name]
+            return sub
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``numa-exporter`` command; return the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "udev-dump":
-        import json
-
-        from numa_exporter.sources.accelerators import UdevAcceleratorSource
-
-        print(json.dumps(UdevAcceleratorSource().dump(), indent=2, sort_keys=True))
-        return 0
-    if args and args[0] == "inspect":
-        from numa_exporter.inspect import main as inspect_main
-
-        return inspect_main(args[1:])
     parser = build_parser()
     ns = parser.parse_args(args)
+    commands: dict[str, Callable[[], int]] = {
+        "udev-dump": _udev_dump,
+        "inspect": lambda: _inspect(ns, _command_parser(parser, "inspect")),
+    }
+    if ns.command in commands:
+        return commands[ns.command]()
+    logs.configure(ns.log_level, ns.log_format)
     config = config_from_args(ns, parser)
-    logs.configure(config.log_level, config.log_format)
+    warning = config.roots.missing_nodes()
+    if warning:
+        log.warning(warning)
     return run_daemon(config)

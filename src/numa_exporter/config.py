@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 from numa_exporter.collectors.registry import COLLECTORS as COLLECTORS
+from numa_exporter.patterns import Pattern
 from numa_exporter.roots import Roots
 
 DEFAULT_PORT = 10061
-DEFAULT_DISABLED: frozenset[str] = frozenset()
+MAX_SIZE = 1 << 60  # bytes; far above any machine's memory
+MAX_DURATION = 366 * 86400.0  # seconds; longer waits overflow the OS timers
+_MAX_TEXT = 64  # characters of a size or duration flag value
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(i?)B?\s*$", re.IGNORECASE)
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+_UNITS = {"ms": Decimal("0.001"), "s": Decimal(1), "m": Decimal(60), "h": Decimal(3600)}
 
 
 def parse_size(text: str) -> int:
@@ -21,42 +27,62 @@ def parse_size(text: str) -> int:
 
     Raises ValueError for anything else.
     """
-    m = _SIZE.match(text)
+    m = _SIZE.match(text) if len(text) <= _MAX_TEXT else None
     if not m:
         raise ValueError(f"not a size: {text!r} (examples: 0, 4096, 64MiB, 1GiB)")
     num, unit, _ = m.groups()
     power = " KMGTP".index(unit.upper()) if unit else 0
-    return int(float(num) * (1024**power))
+    value = int(Decimal(num) * (1024**power))
+    if value > MAX_SIZE:
+        raise ValueError(f"size too large: {text!r} (at most {MAX_SIZE >> 50}PiB)")
+    return value
 
 
 def parse_duration(text: str) -> float:
-    """Return seconds for ``15s``, ``500ms``, ``1m30s``, ``2h`` or a bare number of seconds."""
+    """Return seconds for ``15s``, ``500ms``, ``1m30s``, ``2h`` or a bare number of seconds.
+
+    The result is finite and at most MAX_DURATION; raises ValueError for anything else
+    (``inf``, ``nan``, ``1e309``, negative values).
+    """
     t = text.strip()
+    if len(t) > _MAX_TEXT:
+        raise ValueError(f"not a duration: {text[:_MAX_TEXT]!r}... (examples: 15s, 500ms, 1m)")
     try:
         v = float(t)
     except ValueError:
         pass
     else:
-        if v < 0:
-            raise ValueError(f"negative duration: {text!r}")
-        return v
+        return _bounded(v, text)
     pos = 0
-    total = 0.0
+    total = Decimal(0)
     for m in _DURATION.finditer(t):
         if m.start() != pos:
             break
         pos = m.end()
-        total += float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+        try:
+            total += Decimal(m.group(1)) * _UNITS[m.group(2)]
+        except InvalidOperation:
+            break
     if pos != len(t) or not t:
         raise ValueError(f"not a duration: {text!r} (examples: 15s, 500ms, 1m)")
-    return total
+    return _bounded(float(total), text)
+
+
+def _bounded(v: float, text: str) -> float:
+    if not math.isfinite(v):
+        raise ValueError(f"not a finite duration: {text!r} (examples: 15s, 500ms, 1m)")
+    if v < 0:
+        raise ValueError(f"negative duration: {text!r}")
+    if v > MAX_DURATION:
+        raise ValueError(f"duration too long: {text!r} (at most 366 days)")
+    return v
 
 
 @dataclass(frozen=True, slots=True)
 class HomePin:
     """Config-file rule: processes whose comm or cmdline matches get these home nodes."""
 
-    match: re.Pattern[str]
+    match: Pattern
     nodes: frozenset[int]
 
 
@@ -64,7 +90,7 @@ class HomePin:
 class AcceleratorPin:
     """Config-file rule: processes matching use these accelerator PCI addresses."""
 
-    match: re.Pattern[str]
+    match: Pattern
     pci_addresses: tuple[str, ...]
 
 
@@ -79,8 +105,8 @@ class Config:
     scan_budget: float = 10.0
     min_resident: int = 64 << 20
     top: int = 200
-    include: re.Pattern[str] | None = None
-    exclude: re.Pattern[str] | None = None
+    include: Pattern | None = None
+    exclude: Pattern | None = None
     collectors: frozenset[str] = frozenset(COLLECTORS)
     log_level: str = "info"
     log_format: str = "logfmt"
@@ -88,6 +114,7 @@ class Config:
     accelerator_pins: tuple[AcceleratorPin, ...] = ()
     accelerator_rdma: bool = False
     accelerator_records: Path | None = None
+    config_file: Path | None = None
     warmup_age: float = 300.0
     warmup_scans: int = 4
     warmup_rss_tolerance: float = 0.05

@@ -18,14 +18,15 @@ MAX_LOGGED = 10_000  # distinct "log once" keys remembered before the memory is 
 class ErrorReporter:
     """Counts parse and read errors by source; each distinct problem is logged once."""
 
-    def __init__(self) -> None:
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet  # count only (start-up checks that report their own way)
         self.parse_errors: dict[str, int] = {}
         self.read_errors: dict[tuple[str, str], int] = {}
         self._logged: set[tuple[object, ...]] = set()
 
     def once(self, *key: object) -> bool:
         """Return True the first time ``key`` is seen (for log-once messages)."""
-        if key in self._logged:
+        if self.quiet or key in self._logged:
             return False
         if len(self._logged) >= MAX_LOGGED:  # "log once" memory stays bounded
             self._logged.clear()

@@ -2,74 +2,163 @@
 
 ```toml
 [[home]]
-match = "^vllm"          # regex on comm or cmdline
+match = "^vllm"          # RE2 regex on comm or cmdline
 nodes = "0"              # kernel list format
 
 [[accelerator]]
 match = "triton"
 pci_addresses = ["0000:3b:00.0"]
 ```
+
+Every error names the entry (``home[0].nodes``) and says what is wrong in one line.
 """
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from numa_exporter.config import AcceleratorPin, HomePin
-from numa_exporter.parsers.cpulist import parse_cpulist
+from numa_exporter.patterns import Pattern, PatternError, compile_pattern
+
+MAX_FILE_BYTES = 1 << 20  # a config file is a few lines; refuse to parse megabytes
+MAX_NODE_ID = 1023  # the kernel's MAX_NUMNODES is at most 1024 (NODES_SHIFT = 10)
+MAX_NODE_LIST = 256  # characters of one node list
+MAX_PCI_ADDRESSES = 256
+MAX_ENTRIES = 1024  # [[home]] or [[accelerator]] tables in one file
+
+_SECTIONS = {"home": ("match", "nodes"), "accelerator": ("match", "pci_addresses")}
+_PCI = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
 
 class PinError(ValueError):
     """The config file is unreadable or wrong; the message names the entry."""
 
 
-def _regex(entry: dict[str, Any], where: str) -> re.Pattern[str]:
+Pins = tuple[tuple[HomePin, ...], tuple[AcceleratorPin, ...]]
+
+
+def _pattern(entry: dict[str, Any], where: str) -> Pattern:
     m = entry.get("match")
     if not isinstance(m, str):
-        raise PinError(f"{where}: 'match' must be a string")
+        raise PinError(f"{where}.match: must be a string (a regex on comm or cmdline)")
     try:
-        return re.compile(m)
-    except re.error as exc:
-        raise PinError(f"{where}: bad regex {m!r}: {exc}") from None
+        return compile_pattern(m)
+    except PatternError as exc:
+        raise PinError(f"{where}.match: bad regex {m!r}: {exc}") from None
 
 
-def parse_pins(text: str) -> tuple[tuple[HomePin, ...], tuple[AcceleratorPin, ...]]:
+def parse_node_list(text: str) -> frozenset[int] | None:
+    """Return the node ids of a list such as ``0``, ``0-1`` or ``0,2-3``.
+
+    Returns None unless every id is at most MAX_NODE_ID and the text is short; the work is
+    bounded by those limits whatever the input.
+    """
+    text = text.strip()
+    if not text or len(text) > MAX_NODE_LIST:
+        return None
+    out: set[int] = set()
+    for part in text.split(","):
+        lo_s, sep, hi_s = part.strip().partition("-")
+        if not (lo_s.isascii() and lo_s.isdigit()) or (
+                sep and not (hi_s.isascii() and hi_s.isdigit())):
+            return None
+        if len(lo_s) > 4 or len(hi_s) > 4:
+            return None
+        lo = int(lo_s)
+        hi = int(hi_s) if sep else lo
+        if hi < lo or hi > MAX_NODE_ID:
+            return None
+        out.update(range(lo, hi + 1))
+    return frozenset(out)
+
+
+def _nodes(entry: dict[str, Any], where: str) -> frozenset[int]:
+    raw = entry.get("nodes")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        raw = str(raw)
+    nodes = parse_node_list(raw) if isinstance(raw, str) else None
+    if not nodes:
+        shown = repr(raw) if not isinstance(raw, str) or len(raw) <= 40 else repr(raw[:40]) + "..."
+        raise PinError(f"{where}.nodes: must be a node list such as \"0\" or \"0-1\" with ids "
+                       f"0-{MAX_NODE_ID}, got {shown}")
+    return nodes
+
+
+def _addresses(entry: dict[str, Any], where: str) -> tuple[str, ...]:
+    addrs = entry.get("pci_addresses")
+    if (not isinstance(addrs, list) or not addrs or len(addrs) > MAX_PCI_ADDRESSES
+            or not all(isinstance(a, str) for a in addrs)):
+        raise PinError(f"{where}.pci_addresses: must be a non-empty list of strings such as "
+                       "[\"0000:3b:00.0\"]")
+    for a in addrs:
+        if not _PCI.match(a):
+            raise PinError(f"{where}.pci_addresses: {a[:40]!r} is not a PCI address "
+                           "(domain:bus:device.function, e.g. 0000:3b:00.0)")
+    return tuple(a.lower() for a in addrs)
+
+
+def _entries(data: dict[str, Any], section: str) -> Iterable[tuple[str, dict[str, Any]]]:
+    value = data.get(section, [])
+    if not isinstance(value, list):
+        raise PinError(f"{section}: must be an array of tables ([[{section}]]), "
+                       f"got {type(value).__name__}")
+    if len(value) > MAX_ENTRIES:
+        raise PinError(f"{section}: more than {MAX_ENTRIES} entries")
+    for i, e in enumerate(value):
+        where = f"{section}[{i}]"
+        if not isinstance(e, dict):
+            raise PinError(f"{where}: must be a table ([[{section}]])")
+        unknown = sorted(set(e) - set(_SECTIONS[section]))
+        if unknown:
+            raise PinError(f"{where}: unknown key {unknown[0]!r} "
+                           f"(known: {', '.join(_SECTIONS[section])})")
+        yield where, e
+
+
+def parse_pins(text: str) -> Pins:
     """Return the home and accelerator pins of a config file's text; raise PinError."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PinError(f"not valid TOML: {exc}") from None
-    unknown = set(data) - {"home", "accelerator"}
+    unknown = sorted(set(data) - set(_SECTIONS))
     if unknown:
-        raise PinError(f"unknown sections: {', '.join(sorted(unknown))}")
-    homes: list[HomePin] = []
-    for i, e in enumerate(data.get("home", [])):
-        where = f"home[{i}]"
-        if not isinstance(e, dict):
-            raise PinError(f"{where}: must be a table")
-        nodes = parse_cpulist(str(e.get("nodes", "")))
-        if not nodes:
-            raise PinError(f"{where}: 'nodes' must be a node list such as \"0\" or \"0-1\"")
-        homes.append(HomePin(_regex(e, where), nodes))
-    accels: list[AcceleratorPin] = []
-    for i, e in enumerate(data.get("accelerator", [])):
-        where = f"accelerator[{i}]"
-        if not isinstance(e, dict):
-            raise PinError(f"{where}: must be a table")
-        addrs = e.get("pci_addresses")
-        if not isinstance(addrs, list) or not addrs or not all(isinstance(a, str) for a in addrs):
-            raise PinError(f"{where}: 'pci_addresses' must be a non-empty list of strings")
-        accels.append(AcceleratorPin(_regex(e, where), tuple(addrs)))
+        raise PinError(f"unknown sections: {', '.join(unknown)} (known: home, accelerator)")
+    homes = [HomePin(_pattern(e, w), _nodes(e, w)) for w, e in _entries(data, "home")]
+    accels = [AcceleratorPin(_pattern(e, w), _addresses(e, w))
+              for w, e in _entries(data, "accelerator")]
     return tuple(homes), tuple(accels)
 
 
-def load_pins(path: Path) -> tuple[tuple[HomePin, ...], tuple[AcceleratorPin, ...]]:
+def check_nodes(homes: tuple[HomePin, ...], nodes: Iterable[int]) -> None:
+    """Raise PinError when a home pin names a node this host does not have."""
+    have = frozenset(nodes)
+    for i, pin in enumerate(homes):
+        absent = sorted(pin.nodes - have)
+        if absent:
+            listed = ",".join(str(n) for n in sorted(have)) or "none"
+            raise PinError(f"home[{i}].nodes: node {absent[0]} does not exist on this host "
+                           f"(nodes: {listed})")
+
+
+def load_pins(path: Path) -> Pins:
     """Return the pins of a config file; raise PinError if it cannot be read or parsed."""
     try:
-        text = path.read_text()
+        with path.open("rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise PinError(f"{path}: {exc.strerror}") from None
-    return parse_pins(text)
+    if len(raw) > MAX_FILE_BYTES:
+        raise PinError(f"{path}: larger than {MAX_FILE_BYTES >> 10} KiB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PinError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return parse_pins(text)
+    except PinError as exc:
+        raise PinError(f"{path}: {exc}") from None

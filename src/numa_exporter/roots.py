@@ -1,4 +1,4 @@
-"""Filesystem roots (``--path.procfs``, ``--path.sysfs``, ``--path.rootfs``) as values."""
+"""Filesystem roots (``--path.procfs``, ``--path.sysfs``) as values."""
 
 from __future__ import annotations
 
@@ -13,16 +13,14 @@ class RootError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Roots:
-    """Where to find procfs, sysfs and the host's root filesystem."""
+    """Where to find procfs and sysfs."""
 
     procfs: Path = Path("/proc")
     sysfs: Path = Path("/sys")
-    rootfs: Path = Path("/")
 
     def validate(self) -> Roots:
         """Return self when procfs and sysfs look usable; raise RootError otherwise."""
-        for flag, path in (("--path.procfs", self.procfs), ("--path.sysfs", self.sysfs),
-                           ("--path.rootfs", self.rootfs)):
+        for flag, path in (("--path.procfs", self.procfs), ("--path.sysfs", self.sysfs)):
             if not path.is_dir():
                 raise RootError(f"{flag}={path}: not a directory")
         if not os.access(self.procfs, os.R_OK | os.X_OK):
@@ -37,3 +35,12 @@ class Roots:
     def node_dir(self) -> Path:
         """Return the sysfs folder that holds node<N>/ entries."""
         return self.sysfs / "devices" / "system" / "node"
+
+    def missing_nodes(self) -> str | None:
+        """Return a warning when sysfs has no ``devices/system/node`` folder, else None."""
+        if self.node_dir.is_dir():
+            return None
+        return (f"--path.sysfs={self.sysfs} has no devices/system/node (a kernel without NUMA, "
+                "or the wrong --path.sysfs): the host is taken as one node 0, with no "
+                "numa_node_* metrics (memory, numastat, distances, CPUs) and no CPU-to-node "
+                "map, so home nodes cannot come from threads or affinity")

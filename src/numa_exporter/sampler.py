@@ -7,6 +7,7 @@ import time
 
 import structlog
 
+from numa_exporter.config import Config
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.scanner import Scanner
 
@@ -24,6 +25,8 @@ class Sampler:
         scanner.stop_event = self._stop  # a read in progress is abandoned on stop
         self._first = threading.Event()
         self._topology_dirty = threading.Event()
+        self._next_config: Config | None = None
+        self._config_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="numa-sampler", daemon=True)
 
     @property
@@ -48,8 +51,25 @@ class Sampler:
         """Mark the topology stale; the next scan rereads it (called by the udev monitor)."""
         self._topology_dirty.set()
 
+    def replace_config(self, config: Config) -> None:
+        """Hand the scanner a new Config, taken up whole at the start of the next scan.
+
+        Baselines, counters and other scan state are kept; a scan in progress finishes
+        with the config it started with.
+        """
+        with self._config_lock:
+            self._next_config = config
+
+    def _take_config(self) -> None:
+        with self._config_lock:
+            config, self._next_config = self._next_config, None
+        if config is not None:
+            self.scanner.config = config
+            self.scanner.accel.config = config
+
     def scan_once(self) -> Snapshot:
         """Run one scan now and publish it."""
+        self._take_config()
         if self._topology_dirty.is_set():
             self._topology_dirty.clear()
             self.scanner.refresh_topology()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tests.conftest import ROOTS
 
-from numa_exporter.inspect import main
+from numa_exporter.diagnose import main
 
 
 def _run(capsys: pytest.CaptureFixture[str], root: str, pid: int, *extra: str) -> dict[str, Any]:

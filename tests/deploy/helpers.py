@@ -30,8 +30,8 @@ from numa_exporter.collectors.registry import SPECS
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 FIXTURE_ROOTS = REPO / "tests" / "fixtures" / "roots"
-RULES = DEPLOY / "prometheus" / "numa-exporter.rules.yml"
-RECORDING = DEPLOY / "prometheus" / "numa-exporter.recording.yml"
+RULES = DEPLOY / "prometheus" / "rules" / "numa-exporter.rules.yml"
+RECORDING = DEPLOY / "prometheus" / "rules" / "numa-exporter.recording.yml"
 
 # PromQL words that look like metric names but are not.
 _PROMQL_WORDS = {

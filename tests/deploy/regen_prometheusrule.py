@@ -1,4 +1,4 @@
-"""Write deploy/kubernetes/prometheusrule.yaml from the rule files in deploy/prometheus/.
+"""Write deploy/kubernetes/prometheusrule.yaml from the rule files in deploy/prometheus/rules/.
 
     python tests/deploy/regen_prometheusrule.py
 """
@@ -12,10 +12,11 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = ("numa-exporter.rules.yml", "numa-exporter.recording.yml")
+RULES_DIR = REPO / "deploy" / "prometheus" / "rules"
 OUT = REPO / "deploy" / "kubernetes" / "prometheusrule.yaml"
 HEADER = (
-    "# The alerting and recording rules of deploy/prometheus/ for the Prometheus Operator.\n"
-    "# Generated from deploy/prometheus/numa-exporter.rules.yml and numa-exporter.recording.yml;\n"
+    "# The alerting and recording rules of deploy/prometheus/rules/ for the Prometheus Operator.\n"
+    "# Generated from deploy/prometheus/rules/*.yml;\n"
     "# tests/deploy/test_kubernetes.py fails when the copies differ. Regenerate with:\n"
     "#   python tests/deploy/regen_prometheusrule.py\n"
 )
@@ -37,7 +38,7 @@ def document() -> dict[str, Any]:
     """Return the PrometheusRule object holding every group of the rule files."""
     groups: list[Any] = []
     for name in SOURCES:
-        groups += yaml.safe_load((REPO / "deploy" / "prometheus" / name).read_text())["groups"]
+        groups += yaml.safe_load((RULES_DIR / name).read_text())["groups"]
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",

@@ -25,7 +25,7 @@ OWNED = [ALERTS_MD, DEPLOY_MD, REPO / "Dockerfile", REPO / ".dockerignore",
          *sorted(p for p in (REPO / "tests" / "deploy").rglob("*")
                  if p.is_file() and "__pycache__" not in p.parts)]
 EXPORTER_FLAG = re.compile(
-    r"--(?:no-)?(?:web|path|scan|process|drift|collector|log|config|accelerator)\.[a-z.-]+")
+    r"--(?:no-)?(?:web|path|scan|process|placement|drift|collector|log|config|accelerator)\.[a-z.-]+")
 
 
 def _anchor(heading: str) -> str:
@@ -79,7 +79,8 @@ def test_documented_exporter_flags_exist() -> None:
 def test_container_recipe_is_the_same_everywhere() -> None:
     recipe_doc = DEPLOY_MD.read_text()
     recipe_df = (REPO / "Dockerfile").read_text()
-    for needed in ("--pid=host", "-v /proc:/host/proc:ro", "-v /sys:/host/sys:ro",
+    for needed in ("--pid=host", "--cgroupns=host", "-v /proc:/host/proc:ro",
+                   "-v /sys:/host/sys:ro",
                    "--cap-add SYS_PTRACE", "--cap-add DAC_READ_SEARCH", "--cap-drop ALL",
                    "--path.procfs=/host/proc --path.sysfs=/host/sys", "--read-only",
                    "--security-opt no-new-privileges"):

@@ -17,6 +17,7 @@ import yaml
 from .helpers import (
     DEPLOY,
     RECORDING,
+    REPO,
     RULES,
     known_series_name,
     metric_names,
@@ -86,6 +87,27 @@ def test_promtool_check_rules_and_config() -> None:
     assert r.stdout.count("SUCCESS") == 2, r.stdout
     r = run([promtool, "check", "config", str(PROM / "prometheus.yml")])
     assert r.returncode == 0, r.stdout + r.stderr
+    # the config's rule_files glob finds both rule files
+    assert r.stdout.count("SUCCESS") >= 3, r.stdout
+
+
+def test_documented_promtool_commands_work_as_written() -> None:
+    """docs/deploy.md's promtool commands, run verbatim from the repository root.
+
+    `promtool check rules deploy/prometheus/*.yml` used to catch prometheus.yml and fail.
+    """
+    require_tool("promtool")
+    block = (REPO / "docs" / "deploy.md").read_text().split("\n## Prometheus\n", 1)[1]
+    commands = [ln for ln in block.split("```sh\n", 1)[1].split("```", 1)[0].splitlines()
+                if ln.startswith("promtool ")]
+    assert [c.split()[1:3] for c in commands] == [
+        ["check", "config"], ["check", "rules"], ["test", "rules"]]
+    for cmd in commands:
+        r = run(["sh", "-c", cmd], cwd=REPO, timeout=300)
+        assert r.returncode == 0, f"{cmd}:\n{r.stdout}{r.stderr}"
+    checked = run(["sh", "-c", commands[1]], cwd=REPO).stdout
+    assert f"Checking deploy/prometheus/rules/{RULES.name}" in checked, checked
+    assert f"Checking deploy/prometheus/rules/{RECORDING.name}" in checked, checked
 
 
 def test_promtool_check_rules_rejects_a_bad_expression(tmp_path: Path) -> None:
@@ -128,8 +150,9 @@ def _mutated_suite(tmp_path: Path, alert: str, change: str) -> Path:
                     rule["expr"] = "vector(1) == 0"
                 else:
                     rule.pop("for")
-    (tmp_path / "numa-exporter.rules.yml").write_text(yaml.safe_dump(doc, sort_keys=False))
-    (tmp_path / "numa-exporter.recording.yml").write_text(RECORDING.read_text())
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / RULES.name).write_text(yaml.safe_dump(doc, sort_keys=False))
+    (tmp_path / "rules" / RECORDING.name).write_text(RECORDING.read_text())
     tests = tmp_path / "tests"
     tests.mkdir()
     for path in UNIT_TESTS:

@@ -39,9 +39,10 @@ def _unit_copy(tmp_path: Path, text: str | None = None,
     exe = Path(sys.executable).parent / "numa-exporter"
     if not exe.exists():
         exe = Path(sys.executable)
-    text, n = re.subn(r"^ExecStart=/usr/local/bin/numa-exporter",
+    text, n = re.subn(r"^ExecStart=/opt/numa-exporter/bin/numa-exporter",
                       f"ExecStart={exe}", text, flags=re.M)
-    assert n == 1, "the unit's ExecStart must be /usr/local/bin/numa-exporter (docs/deploy.md)"
+    assert n == 1, ("the unit's ExecStart must be /opt/numa-exporter/bin/numa-exporter "
+                    "(docs/deploy.md)")
     out = tmp_path / name
     out.write_text(text)
     return out
@@ -65,7 +66,8 @@ def test_unit_least_privilege_directives() -> None:
         assert d.get(key) == [want], f"{key}={d.get(key)} (want {want})"
     assert set(d["RestrictAddressFamilies"][0].split()) == {
         "AF_INET", "AF_INET6", "AF_UNIX", "AF_NETLINK"}
-    assert d["ExecStart"] == ["/usr/local/bin/numa-exporter $NUMA_EXPORTER_ARGS"]
+    assert d["ExecStart"] == ["/opt/numa-exporter/bin/numa-exporter $NUMA_EXPORTER_ARGS"]
+    assert d["ExecReload"] == ["kill -HUP $MAINPID"]  # the exporter rereads its config file
     assert d["EnvironmentFile"] == ["-/etc/default/numa-exporter"]
 
 
@@ -139,6 +141,6 @@ def test_systemd_analyze_security_score(tmp_path: Path, record_property: object)
     assert r.returncode == 0, r.stdout + r.stderr
     bare = tmp_path / "bare"
     bare.mkdir()
-    plain = _unit_copy(bare, "[Service]\nExecStart=/usr/local/bin/numa-exporter\n")
+    plain = _unit_copy(bare, "[Service]\nExecStart=/opt/numa-exporter/bin/numa-exporter\n")
     r = run([tool, "security", "--offline=true", "--man=no", threshold, str(plain)], timeout=120)
     assert r.returncode != 0 and "Overall exposure level" in r.stdout, r.stdout + r.stderr

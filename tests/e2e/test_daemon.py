@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import platform
+import re
 import shutil
+import signal
 import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOTS, Daemon, exporter_command, scrape
+from tests.conftest import ROOTS, Daemon, exporter_command, free_port, scrape
 from tests.e2e.exposition import normalise, values
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -88,11 +94,28 @@ def test_landing_page_and_paths(start_daemon: StartDaemon) -> None:
         ("--path.procfs=/does/not/exist", "not a directory"),
         ("--log.format=xml", "invalid choice"),
         ("--no-such-flag", "unrecognized arguments"),
+        # RE2 refuses what Python's re would accept and backtrack on, and says why
+        ("--process.include=(a)\\1", "backreferences are not supported"),
+        ("--process.exclude=x(?=y)", "lookahead is not supported"),
+        # inf killed the sampler thread after one scan; nan and ns-scale values busy-looped
+        ("--scan.interval=inf", "not a finite duration"),
+        ("--scan.interval=1e309", "not a finite duration"),
+        ("--scan.interval=nan", "not a finite duration"),
+        ("--scan.interval=0.000000001", "between 100ms and 24h"),
+        ("--scan.interval=50ms", "between 100ms and 24h"),
+        ("--scan.budget=nan", "not a finite duration"),
+        ("--scan.budget=0", "must be positive"),
+        ("--scan.budget=20s", "longer than --scan.interval"),
+        ("--drift.warmup-age=inf", "not a finite duration"),
+        ("--drift.rss-tolerance=nan", "not a fraction"),
+        ("--process.top=" + "9" * 5000, "not an integer"),
+        ("--process.min-resident=" + "9" * 5000, "not a size"),
+        ("--path.rootfs=/", "unrecognized arguments"),
     ],
 )
 def test_bad_flag_exits_2_with_one_line(flag: str, fragment: str) -> None:
-    r = subprocess.run([*exporter_command(), flag], capture_output=True, text=True, timeout=30,
-                       check=False)
+    r = subprocess.run([*exporter_command(), "--web.listen-address=127.0.0.1:0", flag],
+                       capture_output=True, text=True, timeout=30, check=False)
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r.stderr
@@ -171,3 +194,221 @@ def test_unprivileged_run_counts_denied_and_keeps_serving(start_daemon: StartDae
     assert scans and all(s["denied"] > 0 for s in scans)
     assert all("CAP_SYS_PTRACE" in s["hint"] and "CAP_DAC_READ_SEARCH" in s["hint"]
                for s in scans)
+
+
+
+_TWO_NODE = [f"--path.procfs={ROOTS / 'two_node' / 'proc'}",
+             f"--path.sysfs={ROOTS / 'two_node' / 'sys'}",
+             f"--accelerator.records={ROOTS.parent / 'udev' / 'none.json'}"]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"home = 5\n", "home: must be an array of tables"),
+        (b"[[home]]\nmatch = '\xff'\nnodes = '0'\n", "not UTF-8 text"),
+        (b"[[home]]\nmatch = 'a'\nnodes = '" + b"9" * 5000 + b"'\n", "home[0].nodes"),
+        (b"[[home]]\nmatch = 'a'\nnodes = '" + b",".join([b"0-65535"] * 3000) + b"'\n",
+         "home[0].nodes"),
+        (b"[[home]]\nmatch = 'a'\nnodes = '0'\nnode = '1'\n", "home[0]: unknown key 'node'"),
+        (b"[[home]]\nmatch = 'a'\nnodes = '0'\n[[pins]]\n", "unknown sections: pins"),
+        (b"[[home]]\nmatch = '(a+)+$'\nnodes = '5'\n",
+         "home[0].nodes: node 5 does not exist on this host (nodes: 0,1)"),
+        (b"[[home]]\nmatch = '(?<=x)y'\nnodes = '0'\n", "lookbehind is not supported"),
+    ],
+    ids=["home-is-int", "not-utf8", "5000-digits", "3000-ranges", "unknown-key",
+         "unknown-section", "absent-node", "lookbehind"],
+)
+def test_bad_config_file_exits_2_with_one_line(content: bytes, fragment: str,
+                                               tmp_path: Path) -> None:
+    """Each of these gave a traceback, hung start-up or was silently accepted."""
+    f = tmp_path / "numa.toml"
+    f.write_bytes(content)
+    r = subprocess.run([*exporter_command(), f"--web.listen-address=127.0.0.1:{free_port()}",
+                        *_TWO_NODE, f"--config.file={f}"],
+                       capture_output=True, text=True, timeout=30, check=False)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
+    assert "--config.file" in lines[0] and str(f) in lines[0]
+    assert fragment in lines[0], lines[0]
+
+
+def _wait_log(d: Daemon, needle: str, timeout: float = 20.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = d.log_path.read_text(errors="replace")
+        if needle in text:
+            return text
+        time.sleep(0.1)
+    raise AssertionError(f"{needle!r} not logged within {timeout}s: "
+                         f"{d.log_path.read_text(errors='replace')[-2000:]}")
+
+
+def _home(d: Daemon, pid: str, timeout: float = 20.0, want: str | None = None
+          ) -> dict[str, str]:
+    """Return the labels of numa_process_home_nodes_info for pid (waiting for ``want``)."""
+    deadline = time.monotonic() + timeout
+    got: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        assert d.proc.poll() is None, f"daemon exited {d.proc.returncode}"
+        found = values(d.metrics(), "numa_process_home_nodes_info", pid=pid)
+        if found:
+            got = found[0][0]
+            if want is None or got["nodes"] == want:
+                return got
+        time.sleep(0.2)
+    raise AssertionError(f"home of {pid} is {got}, not nodes={want} within {timeout}s")
+
+
+def test_sighup_reloads_the_config_file_and_keeps_a_bad_one_out(
+        start_daemon: StartDaemon, tmp_path: Path) -> None:
+    """SIGHUP used to kill the daemon: now it rereads --config.file between scans."""
+    f = tmp_path / "numa.toml"
+    f.write_text('[[home]]\nmatch = "^splitter"\nnodes = "1"\n')
+    d = start_daemon(*_TWO_NODE, "--process.min-resident=0", "--scan.interval=200ms",
+                     "--log.format=json", f"--config.file={f}")
+    d.wait_scans(1)
+    assert _home(d, "300") == {"comm": "splitter", "nodes": "1", "pid": "300",
+                               "source": "config"}
+    scans = values(d.metrics(), "numa_exporter_scans_total")[0][1]
+
+    f.write_text('[[home]]\nmatch = "^splitter"\nnodes = "0"\n')
+    d.proc.send_signal(signal.SIGHUP)
+    assert _home(d, "300", want="0")["source"] == "config"
+    _wait_log(d, "config reloaded")
+    # the scanner kept its state: the scan counter did not start again
+    assert values(d.metrics(), "numa_exporter_scans_total")[0][1] > scans
+
+    f.write_text('[[home]]\nmatch = "^splitter"\nnodes = "7"\n')
+    d.proc.send_signal(signal.SIGHUP)
+    log = _wait_log(d, "config reload failed")
+    d.wait_scans(int(values(d.metrics(), "numa_exporter_scans_total")[0][1]) + 2)
+    assert _home(d, "300")["nodes"] == "0"  # the running config stayed
+    failed = [json.loads(ln) for ln in log.splitlines() if "config reload failed" in ln]
+    assert len(failed) == 1 and failed[0]["level"] == "error"
+    assert "home[0].nodes: node 7 does not exist" in failed[0]["error"]
+    d.proc.send_signal(signal.SIGTERM)
+    assert d.proc.wait(20) == 0
+
+
+def test_backtracking_regex_does_not_freeze_the_daemon(start_daemon: StartDaemon) -> None:
+    """``(a+)+$`` against ``'a' * 40 + '!'`` pinned a core under Python's re, stopping scans,
+    /metrics and /-/healthy, and SIGTERM went unanswered. RE2 answers in linear time."""
+    code = "import sys,time\nprint('ready',flush=True)\ntime.sleep(120)"
+    evil = subprocess.Popen([sys.executable, "-c", code, "a" * 40 + "!"],
+                            stdout=subprocess.PIPE)
+    good = subprocess.Popen([sys.executable, "-c", code, "b" + "a" * 40],
+                            stdout=subprocess.PIPE)
+    try:
+        for child in (evil, good):
+            assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+        d = start_daemon("--process.include=(a+)+$", "--process.min-resident=0",
+                         "--scan.interval=1s", "--log.format=json")
+        text = d.wait_scans(2, timeout=20)
+        pids = {lab["pid"] for lab, _ in values(text, "numa_process_local_memory_bytes")}
+        assert str(good.pid) in pids and str(evil.pid) not in pids
+        assert scrape(d.url + "/-/healthy", timeout=20) == "OK\n"
+        d.proc.send_signal(signal.SIGTERM)
+        assert d.proc.wait(20) == 0
+    finally:
+        for child in (evil, good):
+            child.kill()
+            child.wait()
+
+
+def test_sysfs_without_node_folder_warns(start_daemon: StartDaemon, tmp_path: Path) -> None:
+    d = start_daemon(f"--path.procfs={ROOTS / 'two_node' / 'proc'}", f"--path.sysfs={tmp_path}",
+                     f"--accelerator.records={ROOTS.parent / 'udev' / 'none.json'}",
+                     "--process.min-resident=0", "--scan.interval=1s", "--log.format=json")
+    d.wait_scans(1)
+    line = next(json.loads(ln) for ln in _wait_log(d, "devices/system/node").splitlines()
+                if "devices/system/node" in ln)
+    assert line["level"] == "warn"
+    assert f"--path.sysfs={tmp_path} has no devices/system/node" in line["msg"]
+    assert "no numa_node_* metrics" in line["msg"]
+
+
+_RFC3339_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z$")
+
+
+@pytest.mark.parametrize("fmt", ["default", "logfmt", "json"])
+def test_log_keys(fmt: str, start_daemon: StartDaemon) -> None:
+    """msg, level, ts (RFC 3339 UTC) and caller in both formats; logfmt without a terminal."""
+    flag = [] if fmt == "default" else [f"--log.format={fmt}"]
+    d = start_daemon(*_TWO_NODE, "--process.min-resident=0", "--scan.interval=1s", *flag)
+    d.wait_scans(1)
+    first = _wait_log(d, "listening").splitlines()[0]
+    if fmt == "json":
+        rec = json.loads(first)
+        assert list(rec)[:4] == ["ts", "level", "caller", "msg"]
+    else:
+        assert first.startswith("ts="), first
+        rec = dict(re.findall(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)', first))
+        rec = {k: v.strip('"') for k, v in rec.items()}
+    assert "event" not in rec
+    assert rec["msg"] == "listening" and rec["level"] == "info"
+    assert _RFC3339_UTC.match(rec["ts"]), rec["ts"]
+    assert re.fullmatch(r"[\w.]+\.py:\d+", rec["caller"]), rec["caller"]
+
+
+def test_help_names_the_commands_and_every_flag_has_help() -> None:
+    from numa_exporter.cli import build_parser
+
+    r = subprocess.run([*exporter_command(), "--help"], capture_output=True, text=True,
+                       timeout=30, check=False)
+    assert r.returncode == 0
+    for word in ("inspect", "udev-dump", "--scan.interval DURATION", "--process.include REGEX",
+                 "--process.min-resident SIZE", "--path.procfs PATH", "--config.file PATH"):
+        assert word in r.stdout, word
+    parser = build_parser()
+    subs = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    assert len(subs) == 1
+    parsers = [parser, *subs[0].choices.values()]  # type: ignore[attr-defined]
+    for p in parsers:
+        for action in p._actions:
+            assert action.help, (p.prog, action.option_strings or action.dest)
+
+
+def test_udev_dump_help_and_bad_flag() -> None:
+    """``udev-dump --help`` and ``udev-dump --bogus`` used to print a dump and exit 0."""
+    r = subprocess.run([*exporter_command(), "udev-dump", "--help"], capture_output=True,
+                       text=True, timeout=30, check=False)
+    assert r.returncode == 0 and r.stdout.startswith("usage: numa-exporter udev-dump")
+    assert '"devices"' not in r.stdout
+    r = subprocess.run([*exporter_command(), "udev-dump", "--bogus"], capture_output=True,
+                       text=True, timeout=30, check=False)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "--bogus" in lines[0], r.stderr
+    assert not r.stdout
+
+
+def test_inspect_shares_the_daemon_flags() -> None:
+    """Path flags work on either side of the command; daemon-only flags are refused."""
+    root = ROOTS / "two_node"
+    for args in (["inspect", "300", "--json", f"--path.procfs={root / 'proc'}",
+                  f"--path.sysfs={root / 'sys'}"],
+                 [f"--path.procfs={root / 'proc'}", "inspect", "300", "--json",
+                  f"--path.sysfs={root / 'sys'}"]):
+        r = subprocess.run([*exporter_command(), *args], capture_output=True, text=True,
+                           timeout=60, check=False)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["comm"] == "splitter"
+    r = subprocess.run([*exporter_command(), "inspect", "300", "--scan.interval=1s"],
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 2 and "unrecognized arguments: --scan.interval=1s" in r.stderr
+    r = subprocess.run([*exporter_command(), "inspect", "--help"], capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert r.returncode == 0 and "PID" in r.stdout and "--path.procfs PATH" in r.stdout
+
+
+def test_version_names_python_client_and_kernel() -> None:
+    from importlib.metadata import version
+
+    r = subprocess.run([*exporter_command(), "--version"], capture_output=True, text=True,
+                       timeout=30, check=False)
+    assert r.returncode == 0
+    out = r.stdout
+    assert out.startswith(f"numa-exporter, version {version('numa-exporter')}\n"), out
+    assert platform.python_version() in out
+    assert version("prometheus-client") in out
+    assert os.uname().release in out

@@ -26,7 +26,7 @@ from tests.e2e.exposition import values
 from numa_exporter.app import accelerator_source
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
-from numa_exporter.inspect import render, report
+from numa_exporter.diagnose import render, report
 from numa_exporter.logs import configure
 from numa_exporter.roots import Roots
 from numa_exporter.scanner import Scanner

@@ -171,7 +171,7 @@ class Exporter:
         self.port = port
         self.url = f"http://127.0.0.1:{port}/metrics"
         self.argv = [*argv, f"--web.listen-address=127.0.0.1:{port}", "--scan.interval=1s",
-                     "--scan.budget=5s", "--process.min-resident=0",
+                     "--scan.budget=1s", "--process.min-resident=0",
                      f"--process.include={include}",
                      # drift: baseline as soon as RSS is stable over 2 scans
                      "--drift.warmup-age=0s", "--drift.warmup-scans=2",

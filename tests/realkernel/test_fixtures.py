@@ -65,8 +65,7 @@ def test_numa_maps_agree_with_numastat(case: str) -> None:
 def _inspect(root: Path, pid: int) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, "-m", "numa_exporter", "inspect", str(pid), "--json",
-         f"--path.procfs={root / 'proc'}", f"--path.sysfs={root / 'sys'}",
-         f"--path.rootfs={root}"],
+         f"--path.procfs={root / 'proc'}", f"--path.sysfs={root / 'sys'}"],
         capture_output=True, text=True, timeout=120, check=False,
     )
     assert proc.returncode == 0, f"inspect {pid} exited {proc.returncode}: {proc.stderr}"

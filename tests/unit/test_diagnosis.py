@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numa_exporter.inspect import diagnose, render, report
+from numa_exporter.diagnose import diagnose, render, report
 from numa_exporter.model.binding import analyse
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample

@@ -1,16 +1,17 @@
-"""``numa-exporter inspect PID``: a human diagnosis of one process, no server needed."""
+"""``numa-exporter inspect PID``: a human diagnosis of one process, no server needed.
+
+The command's arguments are parsed in ``cli.py``; ``run`` does the work.
+"""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from numa_exporter.config import AcceleratorPin, Config, HomePin
+from numa_exporter.config import Config
 from numa_exporter.model.binding import policy_memory_nodes
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
@@ -18,7 +19,6 @@ from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.proc_cgroup import parse_proc_cgroup
-from numa_exporter.roots import RootError, Roots
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 
 REMOTE_BAD = 0.5
@@ -46,11 +46,6 @@ class Diagnosis:
     problems: tuple[str, ...]
     remedies: tuple[str, ...]
     ratios: dict[str, float] = field(default_factory=dict)  # home source -> remote ratio
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"numa-exporter inspect: error: {message}\n")
 
 
 def candidate_homes(sample: ProcessSample, system: SystemSample) -> dict[str, frozenset[int]]:
@@ -267,59 +262,35 @@ def render(rep: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Run ``inspect``; return 0 on success, 1 when the process cannot be read, 2 on bad use."""
+    """Run ``numa-exporter inspect`` with these arguments; return its exit status."""
+    from numa_exporter.cli import main as cli_main
+
+    return cli_main(["inspect", *argv])
+
+
+def run(config: Config, pid: int, *, as_json: bool = False) -> int:
+    """Print the inspection of ``pid``; return 0, or 1 when the process cannot be read."""
+    from numa_exporter.app import accelerator_source
     from numa_exporter.scanner import Scanner
 
-    p = _Parser(prog="numa-exporter inspect", description="Diagnose one process's placement.")
-    p.add_argument("pid", type=int)
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.add_argument("--path.procfs", dest="procfs", default="/proc")
-    p.add_argument("--path.sysfs", dest="sysfs", default="/sys")
-    p.add_argument("--path.rootfs", dest="rootfs", default="/")
-    p.add_argument("--config.file", dest="config_file", default=None,
-                   help="the daemon's TOML config (pinned homes and accelerators)")
-    p.add_argument("--accelerator.records", dest="records", default=None,
-                   help="udev records JSON instead of udev")
-    ns = p.parse_args(list(argv))
-    roots = Roots(Path(ns.procfs), Path(ns.sysfs), Path(ns.rootfs))
-    try:
-        roots.validate()
-    except RootError as exc:
-        p.error(str(exc))
-    from numa_exporter import logs
-
-    logs.configure("error", "logfmt")
-    from numa_exporter.app import accelerator_source
-    from numa_exporter.pins import PinError, load_pins
-
-    homes: tuple[HomePin, ...] = ()
-    accels: tuple[AcceleratorPin, ...] = ()
-    if ns.config_file:
-        try:
-            homes, accels = load_pins(Path(ns.config_file))
-        except PinError as exc:
-            p.error(f"--config.file: {exc}")
-    config = Config(roots=roots, min_resident=0, warmup_scans=1, home_pins=homes,
-                    accelerator_pins=accels,
-                    accelerator_records=Path(ns.records) if ns.records else None)
     scanner = Scanner(config, accelerators=accelerator_source(config))
     try:
-        sample, system = scanner.sample_one(ns.pid)
+        sample, system = scanner.sample_one(pid)
     except Gone:
-        print(f"numa-exporter inspect: process {ns.pid} does not exist", file=sys.stderr)
+        print(f"numa-exporter inspect: process {pid} does not exist", file=sys.stderr)
         return 1
     except Denied as exc:
         print(f"numa-exporter inspect: permission denied reading {exc.path} "
               "(needs root or CAP_SYS_PTRACE)", file=sys.stderr)
         return 1
     except SourceError as exc:
-        print(f"numa-exporter inspect: cannot read process {ns.pid}: {exc}", file=sys.stderr)
+        print(f"numa-exporter inspect: cannot read process {pid}: {exc}", file=sys.stderr)
         return 1
     if sample is None:
-        print(f"numa-exporter inspect: {ns.pid} is a kernel thread (no user memory)",
+        print(f"numa-exporter inspect: {pid} is a kernel thread (no user memory)",
               file=sys.stderr)
         return 1
     rep = report(sample, system, config)
-    sys.stdout.write(json.dumps(rep, indent=2, sort_keys=True) + "\n" if ns.json
+    sys.stdout.write(json.dumps(rep, indent=2, sort_keys=True) + "\n" if as_json
                      else render(rep))
     return 0
