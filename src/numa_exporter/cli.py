@@ -26,6 +26,7 @@ from numa_exporter.config import (
     parse_size,
 )
 from numa_exporter.roots import RootError, Roots
+from numa_exporter.web import WebConfigError, add_web_flags, settings_from_args
 
 log = structlog.get_logger()
 
@@ -132,20 +133,18 @@ def build_parser() -> argparse.ArgumentParser:
       help="debug, info, warn or error (default info)")
     a("--log.format", dest="log_format", choices=("logfmt", "json"), default=None,
       help="logfmt or json (default: logfmt on a terminal, json otherwise)")
+    add_web_flags(p)
     return p
 
 
 def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Config:
     """Return the Config the parsed flags describe; exits 2 for inconsistent values."""
-    from numa_exporter.http import parse_listen_address
     from numa_exporter.pins import PinError, load_pins
 
     try:
-        parse_listen_address(ns.listen)
-    except ValueError as exc:
-        parser.error(f"--web.listen-address: {exc}")
-    if not ns.telemetry_path.startswith("/") or ns.telemetry_path == "/":
-        parser.error("--web.telemetry-path must start with '/' and not be '/'")
+        web = settings_from_args(ns)
+    except WebConfigError as exc:
+        parser.error(str(exc))
     roots = Roots(Path(ns.procfs), Path(ns.sysfs), Path(ns.rootfs))
     try:
         roots.validate()
@@ -181,27 +180,31 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) ->
         warmup_age=ns.warmup_age,
         warmup_scans=max(ns.warmup_scans, 1),
         warmup_rss_tolerance=ns.rss_tolerance,
+        web=web,
     )
 
 
 def run_daemon(config: Config) -> int:
     """Serve until SIGTERM/SIGINT; return the exit status."""
     from numa_exporter.app import build_app
-    from numa_exporter.http import parse_listen_address, serve
+    from numa_exporter.web import WebSettings, serve
 
-    registry = CollectorRegistry(auto_describe=False)
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
+    registry = CollectorRegistry(auto_describe=False)  # snapshot families: cached per scan
+    live = CollectorRegistry(auto_describe=False)  # the exporter's own, rendered per scrape
+    web = config.web if isinstance(config.web, WebSettings) else WebSettings()
+    if not web.disable_exporter_metrics:
+        ProcessCollector(registry=live)
+        PlatformCollector(registry=live)
+        GCCollector(registry=live)
     app = build_app(config, registry)
-    host, port = parse_listen_address(config.listen_address)
     try:
-        server, _ = serve(registry, host, port, config.telemetry_path)
+        server = serve(web, registry, lambda: app.sampler.snapshot, live)
     except OSError as exc:
         print(f"numa-exporter: error: cannot listen on {config.listen_address}: {exc.strerror}",
               file=sys.stderr)
         return 1
     log.info("listening", address=config.listen_address, path=config.telemetry_path,
+             tls=web.config.tls is not None, basic_auth=bool(web.config.users),
              version=__version__, procfs=str(config.roots.procfs),
              sysfs=str(config.roots.sysfs), interval=config.scan_interval,
              nodes=list(app.sampler.scanner.topology.nodes))

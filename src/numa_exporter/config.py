@@ -92,6 +92,7 @@ class Config:
     warmup_age: float = 300.0
     warmup_scans: int = 4
     warmup_rss_tolerance: float = 0.05
+    web: object = None  # numa_exporter.web.WebSettings (the HTTP layer's flags)
 
     def enabled(self, collector: str) -> bool:
         """Return whether a collector is on."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from numa_exporter.config import parse_duration, parse_size
-from numa_exporter.http import parse_listen_address
 from numa_exporter.pins import PinError, parse_pins
+from numa_exporter.web import parse_listen_address
 
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0), ("4096", 4096), ("64MiB", 64 << 20),
