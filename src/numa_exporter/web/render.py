@@ -125,18 +125,21 @@ class Deflated:
         return cls(c.compress(body) + c.flush(zlib.Z_SYNC_FLUSH), zlib.crc32(body), len(body))
 
 
-def gzip_join(head: Deflated, tail: bytes) -> bytes:
-    """Return one gzip member holding head's body followed by ``tail``."""
+def gzip_join(head: Deflated, tail: bytes) -> tuple[bytes, ...]:
+    """Return the pieces of one gzip member holding head's body followed by ``tail``.
+
+    The cached deflate blocks are one of the pieces, not copied.
+    """
     c = zlib.compressobj(6, zlib.DEFLATED, -15)
     rest = c.compress(tail) + c.flush(zlib.Z_FINISH)
     crc = zlib.crc32(tail, head.crc)
     size = (head.size + len(tail)) & 0xFFFFFFFF
-    return b"".join((_GZIP_HEADER, head.blocks, rest, struct.pack("<II", crc, size)))
+    return (_GZIP_HEADER, head.blocks, rest + struct.pack("<II", crc, size))
 
 
 def gzip_whole(body: bytes) -> bytes:
     """Return ``body`` as one gzip member."""
-    return gzip_join(Deflated(b"", 0, 0), body)
+    return b"".join(gzip_join(Deflated(b"", 0, 0), body))
 
 
 class SnapshotCache:
@@ -207,11 +210,20 @@ class _Entry:
 
 @dataclass(frozen=True, slots=True)
 class Exposition:
-    """A response body with its headers' values."""
+    """A response body, in pieces that are written one after the other (the large cached
+    piece is shared by every scrape of a snapshot, never copied), with its headers' values."""
 
-    body: bytes
+    parts: tuple[bytes, ...]
     content_type: str
     gzipped: bool
+
+    @property
+    def body(self) -> bytes:
+        """Return the whole body (a copy: for tests)."""
+        return b"".join(self.parts)
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts)
 
 
 def expose(cache: SnapshotCache, live: Collector | None, accept: str, accept_encoding: str,
@@ -224,5 +236,7 @@ def expose(cache: SnapshotCache, live: Collector | None, accept: str, accept_enc
     gz = wants_gzip(accept_encoding)
     if names is None and gz:
         return Exposition(gzip_join(cache.deflated(encoder, ctype), tail), ctype, True)
-    body = cache.rendered(encoder, ctype).select(names) + tail
-    return Exposition(gzip_whole(body) if gz else body, ctype, gz)
+    body = cache.rendered(encoder, ctype).select(names)
+    if gz:
+        return Exposition((gzip_whole(body + tail),), ctype, True)
+    return Exposition((body, tail), ctype, False)

@@ -98,9 +98,10 @@ class ClientLog:
 
 
 class _Response:
-    def __init__(self, status: int, ctype: str, body: bytes,
+    def __init__(self, status: int, ctype: str, body: bytes | tuple[bytes, ...],
                  headers: list[tuple[str, str]] | None = None) -> None:
-        self.status, self.ctype, self.body = status, ctype, body
+        self.status, self.ctype = status, ctype
+        self.parts = (body,) if isinstance(body, bytes) else body
         self.headers = headers or []
 
 
@@ -407,25 +408,27 @@ class WebServer:
         headers = [("Vary", "Accept-Encoding")]
         if expo.gzipped:
             headers.append(("Content-Encoding", "gzip"))
-        return _Response(200, expo.content_type, expo.body, headers)
+        return _Response(200, expo.content_type, expo.parts, headers)
 
     async def _write(self, writer: asyncio.StreamWriter, resp: _Response, head_only: bool,
                      keep_alive: bool, peer: str = "") -> bool:
         """Write a response within the write timeout; return False when the client failed."""
         headers = [("Content-Type", resp.ctype), *resp.headers,
                    *self.settings.config.headers]
-        head = response_head(resp.status, headers, len(resp.body), keep_alive)
-        body = memoryview(b"" if head_only else resp.body)
+        length = sum(len(p) for p in resp.parts)
+        head = response_head(resp.status, headers, length, keep_alive)
         try:
             async with asyncio.timeout(self.settings.write_timeout):
                 writer.write(head)
-                for i in range(0, len(body), CHUNK):
-                    writer.write(body[i:i + CHUNK])
-                    await writer.drain()
+                for part in () if head_only else resp.parts:
+                    view = memoryview(part)
+                    for i in range(0, len(view), CHUNK):
+                        writer.write(view[i:i + CHUNK])
+                        await writer.drain()
                 await writer.drain()
         except TimeoutError:
             self.client_log("http client error", peer=peer, error="response not read in time",
-                            bytes=len(body))
+                            bytes=length)
             writer.transport.abort()
             return False
         except (ConnectionError, OSError, ssl.SSLError) as exc:
