@@ -245,9 +245,21 @@ class WebServer:
         if first:
             self.client_log("http client error", peer=peer,
                             error="plain HTTP request on the TLS port")
-            with contextlib.suppress(OSError):
-                sock.send(_PLAIN_ON_TLS)
+            await self._refuse_plain(sock)
         return False
+
+    async def _refuse_plain(self, sock: socket.socket) -> None:
+        """Answer 400 and close gracefully: read what the client sent (a close with unread
+        data would reset the connection and lose the answer), send, half-close, drain."""
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(OSError, TimeoutError):
+            sock.recv(MAX_HEAD)
+            sock.send(_PLAIN_ON_TLS)
+            sock.shutdown(socket.SHUT_WR)
+            async with asyncio.timeout(1.0):
+                drained = 0
+                while drained < MAX_HEAD and (chunk := await loop.sock_recv(sock, 4096)):
+                    drained += len(chunk)
 
     async def _streams(self, sock: socket.socket, peer: str
                        ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter | None]:
