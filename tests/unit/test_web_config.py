@@ -143,3 +143,17 @@ def test_bad_config_is_one_clear_error(tmp_path: Path, doc: str, fragment: str) 
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(WebConfigError, match="cannot read"):
         load_web_config(tmp_path / "absent.yml")
+
+
+def test_shipped_example_is_valid(tmp_path: Path) -> None:
+    """deploy/web-config.example.yml parses, given the certificate files it names."""
+    import yaml
+
+    example = Path(__file__).resolve().parents[2] / "deploy" / "web-config.example.yml"
+    doc = yaml.safe_load(example.read_text())
+    c, k = _pem(tmp_path)
+    c.rename(tmp_path / doc["tls_server_config"]["cert_file"])
+    k.rename(tmp_path / doc["tls_server_config"]["key_file"])
+    cfg = parse_web_config(doc, tmp_path)
+    assert cfg.tls is not None and set(cfg.users) == {"prometheus"}
+    assert bcrypt.checkpw(b"change-me", cfg.users["prometheus"])
