@@ -154,9 +154,10 @@ class SnapshotCache:
         self._lock = threading.Lock()
         self._key: object = _Unset
         self._entries: dict[tuple[str, bool], _Entry] = {}
+        self._encoders: dict[tuple[str, bool], Encoder] = {}  # what the last snapshot served
         self.renders = 0  # how many times the families were rendered (for tests/bench)
 
-    def _entry(self, ctype: str, compressed: bool) -> _Entry | None:
+    def _entry(self, ctype: str, compressed: bool, encoder: Encoder) -> _Entry | None:
         key = self.key()
         with self._lock:
             if key is not self._key:
@@ -167,11 +168,36 @@ class SnapshotCache:
                         c == ctype for c, _ in self._entries):
                     return None
                 e = self._entries[(ctype, compressed)] = _Entry()
+                self._encoders[(ctype, compressed)] = encoder
+                while len(self._encoders) > 2 * MAX_FORMATS:
+                    del self._encoders[next(iter(self._encoders))]
             return e
+
+    def ready(self, ctype: str, compressed: bool) -> bool:
+        """Return whether this format of the current snapshot is rendered (a cheap scrape)."""
+        key = self.key()
+        with self._lock:
+            e = self._entries.get((ctype, compressed)) if key is self._key else None
+            return e is not None and e.value is not None
+
+    def stale(self) -> bool:
+        """Return whether a newer snapshot than the rendered one exists."""
+        return self.key() is not self._key and bool(self._encoders)
+
+    def refresh(self) -> None:
+        """Render the new snapshot in the formats the previous one was asked for, so the
+        first scrape after a scan finds them ready."""
+        if not self.stale():
+            return
+        for (ctype, compressed), encoder in list(self._encoders.items()):
+            if compressed:
+                self.deflated(encoder, ctype)
+            else:
+                self.rendered(encoder, ctype)
 
     def rendered(self, encoder: Encoder, ctype: str) -> Rendered:
         """Return the snapshot families in this format, rendering them at most once."""
-        e = self._entry(ctype, False)
+        e = self._entry(ctype, False, encoder)
         if e is None:
             return Rendered.of(encoder, self.collector.collect())
         with e.lock:
@@ -183,7 +209,7 @@ class SnapshotCache:
 
     def deflated(self, encoder: Encoder, ctype: str) -> Deflated:
         """Return the whole snapshot body in this format, compressed at most once."""
-        e = self._entry(ctype, True)
+        e = self._entry(ctype, True, encoder)
         if e is None:
             return Deflated.of(self.rendered(encoder, ctype).body)
         with e.lock:
