@@ -96,6 +96,23 @@ def test_rendered_once_per_snapshot_object() -> None:
     assert col.calls == 2
 
 
+def test_new_snapshot_prerendered_in_the_formats_asked_for() -> None:
+    col = Counting()
+    snap: list[object] = [object()]
+    cache = SnapshotCache(col, lambda: snap[0])
+    om = "application/openmetrics-text; version=1.0.0"
+    _, ctype = negotiate_format(om)
+    expose(cache, None, om, "gzip", None)
+    assert not cache.stale() and cache.ready(ctype, True) and col.calls == 1
+    snap[0] = object()
+    assert cache.stale() and not cache.ready(ctype, True)
+    cache.refresh()
+    assert cache.ready(ctype, True)
+    assert col.calls == 2 and not cache.stale()
+    expose(cache, None, om, "gzip", None)
+    assert col.calls == 2, "the scrape after the scan found the rendering ready"
+
+
 def test_each_format_rendered_once() -> None:
     col = Counting()
     key = object()

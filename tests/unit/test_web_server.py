@@ -34,9 +34,9 @@ class Gated(Collector):
 def server(request: pytest.FixtureRequest) -> Iterator[tuple[WebServer, Gated]]:
     kw = getattr(request, "param", {})
     col = Gated()
-    keys = iter(range(10**9))
+    key = object()
     settings = WebSettings(host="127.0.0.1", port=0, **kw)
-    srv = serve(settings, col, lambda: next(keys), None)  # a new "snapshot" every scrape
+    srv = serve(settings, col, lambda: key, None)
     yield srv, col
     col.gate.set()
     srv.shutdown()
@@ -65,7 +65,7 @@ def _raw(port: int, data: bytes, timeout: float = 30) -> bytes:
 def test_scrapes_beyond_max_requests_get_503(server: tuple[WebServer, Gated]) -> None:
     srv, col = server
     port = srv.address[1]
-    col.gate.clear()
+    col.gate.clear()  # the first rendering of the snapshot waits: both scrapes wait for it
     results: list[int] = []
     held = [threading.Thread(target=lambda: results.append(_get(port)[0])) for _ in range(2)]
     for t in held:
@@ -116,6 +116,24 @@ def test_malformed_and_slow_requests(server: tuple[WebServer, Gated]) -> None:
     assert _raw(port, b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").startswith(
         b"HTTP/1.1 501 ")
     assert _raw(port, b"GET / HTTP/1.1\r\nbad header\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    many = "&".join(f"name[]=m{i}" for i in range(300))
+    assert _raw(port, f"GET /metrics?{many} HTTP/1.0\r\n\r\n".encode()).startswith(
+        b"HTTP/1.1 400 ")
+
+
+class Broken(Collector):
+    def collect(self) -> Iterator[Metric]:
+        raise RuntimeError("a collector bug")
+
+
+def test_a_failing_collector_gives_500_and_the_server_lives() -> None:
+    srv = serve(WebSettings(host="127.0.0.1", port=0), Broken(), lambda: None, None)
+    try:
+        port = srv.address[1]
+        assert _get(port)[0] == 500
+        assert _get(port, "/-/healthy")[0] == 200
+    finally:
+        srv.shutdown()
 
 
 def test_keep_alive_serves_several_requests(server: tuple[WebServer, Gated]) -> None:

@@ -56,7 +56,10 @@ class Request:
         _, query = self.path_and_query()
         if "name" not in query:
             return None
-        got = parse_qs(query, max_num_fields=200).get("name[]")
+        try:
+            got = parse_qs(query, max_num_fields=200).get("name[]")
+        except ValueError:
+            raise BadRequest(400, "too many query parameters") from None
         return frozenset(got) if got else None
 
 

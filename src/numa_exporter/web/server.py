@@ -64,6 +64,16 @@ def landing_page(path: str) -> bytes:
     ).encode()
 
 
+def raise_fd_limit() -> None:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (at most 65536), as Go programs do:
+    systemd's default soft limit of 1024 would cap connections low."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
 def max_connections() -> int:
     """Return how many connections may be open at once: well below RLIMIT_NOFILE."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -138,6 +148,8 @@ class WebServer:
 
     def start(self) -> None:
         """Bind the socket (raises OSError) and serve in a daemon thread."""
+        raise_fd_limit()
+        self.max_connections = max_connections()
         self._sock = bind(self.settings.host, self.settings.port)
         self._thread.start()
 
@@ -330,6 +342,10 @@ class WebServer:
                 self.client_log("http bad request", peer=peer, status=exc.status,
                                 error=exc.reason)
                 resp, keep = _Response(exc.status, _TEXT, f"{exc.reason}\n".encode()), False
+            except Exception as exc:  # a bug (in a collector, say): answer 500, say so once
+                log.error("http request failed", peer=peer, path=req.target[:200],
+                          error=repr(exc))
+                resp, keep = _Response(500, _TEXT, b"internal server error\n"), False
             if not await self._write(writer, resp, req.method == "HEAD", keep, peer):
                 return
             if not keep:
