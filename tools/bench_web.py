@@ -2,6 +2,7 @@
 """Benchmark: scrape latency of the running daemon while scans run in the background.
 
     .venv/bin/python tools/bench_web.py [--root proc|many:N] [--seconds 20] [--clients 1]
+                                        [--fresh] [--timeout 30] [--extra=--flag=value]
 
 Starts the installed daemon with ``--scan.interval=1s`` (so a scan is nearly always running)
 on this machine's /proc at ``--process.min-resident=0`` (``--root proc``, the default) or on
@@ -45,18 +46,29 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _scrapes(port: int, seconds: float, gzip: bool, out: list[float]) -> None:
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+FAILED: list[str] = []
+
+
+def _scrapes(port: int, seconds: float, gzip: bool, out: list[float], fresh: bool,
+             timeout: float) -> None:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     headers = {"Accept-Encoding": "gzip"} if gzip else {}
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         t = time.perf_counter()
-        c.request("GET", "/metrics", headers=headers)
-        r = c.getresponse()
-        r.read()
+        try:
+            c.request("GET", "/metrics", headers=headers)
+            r = c.getresponse()
+            r.read()
+        except OSError as exc:
+            FAILED.append(type(exc).__name__)
+            c.close()
+            continue
         out.append(time.perf_counter() - t)
         if r.status != 200:
-            raise SystemExit(f"scrape failed: {r.status}")
+            FAILED.append(str(r.status))
+        if fresh:
+            c.close()
     c.close()
 
 
@@ -71,9 +83,12 @@ def _scans(port: int) -> float:
     return 0.0
 
 
-def _run(port: int, seconds: float, clients: int, gzip: bool) -> dict[str, float]:
+def _run(port: int, seconds: float, clients: int, gzip: bool, fresh: bool = False,
+         timeout: float = 30.0) -> dict[str, float]:
     lat: list[float] = []
-    threads = [threading.Thread(target=_scrapes, args=(port, seconds, gzip, lat))
+    FAILED.clear()
+    threads = [threading.Thread(target=_scrapes,
+                                args=(port, seconds, gzip, lat, fresh, timeout))
                for _ in range(clients)]
     for t in threads:
         t.start()
@@ -84,8 +99,8 @@ def _run(port: int, seconds: float, clients: int, gzip: bool) -> dict[str, float
     def q(p: float) -> float:
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3)
 
-    return {"scrapes": len(lat), "median_ms": round(statistics.median(lat) * 1000, 3),
-            "p90_ms": q(0.90), "p99_ms": q(0.99), "max_ms": round(lat[-1] * 1000, 3)}
+    return {"scrapes": len(lat), "failed": len(FAILED),
+            "median_ms": round(statistics.median(lat) * 1000, 3), "p90_ms": q(0.90), "p99_ms": q(0.99), "max_ms": round(lat[-1] * 1000, 3)}
 
 
 def main() -> int:
@@ -94,6 +109,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--clients", type=int, default=1)
     ap.add_argument("--extra", action="append", default=[], help="extra daemon flag")
+    ap.add_argument("--fresh", action="store_true",
+                    help="a new connection per scrape (default: keep-alive)")
+    ap.add_argument("--timeout", type=float, default=30.0, help="client time-out, seconds")
     ns = ap.parse_args()
     tmp = tempfile.TemporaryDirectory(prefix="bench-web-")
     if ns.root == "proc":
@@ -118,8 +136,8 @@ def main() -> int:
         c.close()
         series = sum(1 for ln in body.splitlines() if ln and not ln.startswith(b"#"))
         before = _scans(port)
-        plain = _run(port, ns.seconds, ns.clients, gzip=False)
-        gz = _run(port, ns.seconds / 2, ns.clients, gzip=True)
+        plain = _run(port, ns.seconds, ns.clients, False, ns.fresh, ns.timeout)
+        gz = _run(port, ns.seconds / 2, ns.clients, True, ns.fresh, ns.timeout)
         report = {"root": ns.root, "clients": ns.clients, "series": series,
                   "body_bytes": len(body), "scans_during_run": _scans(port) - before,
                   "plain": plain, "gzip": gz, "daemon_threads": threads_of(proc.pid),

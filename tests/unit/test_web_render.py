@@ -113,6 +113,23 @@ def test_new_snapshot_prerendered_in_the_formats_asked_for() -> None:
     assert col.calls == 2, "the scrape after the scan found the rendering ready"
 
 
+def test_scrapes_that_must_not_wait_get_the_previous_scan_until_the_new_one_is_rendered(
+        ) -> None:
+    col = Counting()
+    snap: list[object] = [object()]
+    cache = SnapshotCache(col, lambda: snap[0])
+    assert expose(cache, None, "", "", None, wait=False) is None, "nothing rendered yet"
+    first = expose(cache, None, "", "", None)
+    assert first is not None and b'snap_value{k="a"} 1.0' in first.body
+    snap[0] = object()
+    stale = expose(cache, None, "", "", None, wait=False)
+    assert stale is not None and stale.body == first.body and col.calls == 1
+    cache.refresh()
+    fresh = expose(cache, None, "", "", None, wait=False)
+    assert fresh is not None and b'snap_value{k="a"} 2.0' in fresh.body and col.calls == 2
+    assert expose(cache, None, "", "gzip", frozenset({"snap_value"}), wait=False) is None
+
+
 def test_each_format_rendered_once() -> None:
     col = Counting()
     key = object()

@@ -16,7 +16,6 @@ import threading
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric as MetricLike
@@ -142,81 +141,103 @@ def gzip_whole(body: bytes) -> bytes:
     return b"".join(gzip_join(Deflated(b"", 0, 0), body))
 
 
+Cached = Rendered | Deflated
+
+
 class SnapshotCache:
     """Renders the cached collector once per key (the snapshot object) and format.
 
-    Thread-safe: concurrent callers for the same key and format wait for one rendering.
+    Thread-safe; one rendering at a time, and callers asking for a format being rendered
+    wait for that rendering instead of starting another. The previous snapshot's renderings
+    are kept until the new ones exist, for scrapes that must not wait (``peek``).
     """
 
     def __init__(self, collector: Collector, key: Callable[[], object]) -> None:
         self.collector = collector
         self.key = key
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the dictionaries
+        self._render_lock = threading.RLock()
         self._key: object = _Unset
-        self._entries: dict[tuple[str, bool], _Entry] = {}
-        self._encoders: dict[tuple[str, bool], Encoder] = {}  # what the last snapshot served
+        self._cur: dict[tuple[str, bool], Cached] = {}
+        self._prev: dict[tuple[str, bool], Cached] = {}
+        self._encoders: dict[tuple[str, bool], Encoder] = {}  # formats asked for, bounded
         self.renders = 0  # how many times the families were rendered (for tests/bench)
 
-    def _entry(self, ctype: str, compressed: bool, encoder: Encoder) -> _Entry | None:
-        key = self.key()
-        with self._lock:
-            if key is not self._key:
-                self._key, self._entries = key, {}
-            e = self._entries.get((ctype, compressed))
-            if e is None:
-                if len({c for c, _ in self._entries}) >= MAX_FORMATS and not any(
-                        c == ctype for c, _ in self._entries):
-                    return None
-                e = self._entries[(ctype, compressed)] = _Entry()
-                self._encoders[(ctype, compressed)] = encoder
-                while len(self._encoders) > 2 * MAX_FORMATS:
-                    del self._encoders[next(iter(self._encoders))]
-            return e
+    def _roll(self, key: object) -> None:
+        """Make ``key`` current (caller holds the lock)."""
+        if key is not self._key:
+            if self._cur:
+                self._prev = self._cur
+            self._key, self._cur = key, {}
+
+    def peek(self, ctype: str, compressed: bool) -> Cached | None:
+        """Return the current rendering of this format, else the previous snapshot's, else
+        None; never renders."""
+        fmt = (ctype, compressed)
+        with self._lock:  # _cur holds the newest renderings, whether or not a scan ended since
+            return self._cur.get(fmt) or self._prev.get(fmt)
 
     def ready(self, ctype: str, compressed: bool) -> bool:
-        """Return whether this format of the current snapshot is rendered (a cheap scrape)."""
-        key = self.key()
+        """Return whether this format of the current snapshot is rendered."""
         with self._lock:
-            e = self._entries.get((ctype, compressed)) if key is self._key else None
-            return e is not None and e.value is not None
+            return self.key() is self._key and (ctype, compressed) in self._cur
 
     def stale(self) -> bool:
-        """Return whether a newer snapshot than the rendered one exists."""
-        return self.key() is not self._key and bool(self._encoders)
+        """Return whether a newer snapshot exists than the one last rendered."""
+        return bool(self._encoders) and self.key() is not self._key
 
-    def refresh(self) -> None:
-        """Render the new snapshot in the formats the previous one was asked for, so the
-        first scrape after a scan finds them ready."""
-        if not self.stale():
-            return
-        for (ctype, compressed), encoder in list(self._encoders.items()):
+    def get(self, encoder: Encoder, ctype: str, compressed: bool) -> Cached:
+        """Return the current snapshot in this format (deflated when ``compressed``),
+        rendering it when needed."""
+        fmt = (ctype, compressed)
+        with self._lock:
+            self._roll(self.key())
+            hit = self._cur.get(fmt)
+            if hit is not None:
+                return hit
+        with self._render_lock:
+            key = self.key()
+            with self._lock:
+                self._roll(key)
+                hit = self._cur.get(fmt)
+                if hit is not None:
+                    return hit
+            value: Cached
             if compressed:
-                self.deflated(encoder, ctype)
+                r = self.get(encoder, ctype, False)
+                assert isinstance(r, Rendered)
+                value = Deflated.of(r.body)
             else:
-                self.rendered(encoder, ctype)
+                value = Rendered.of(encoder, self.collector.collect())
+                self.renders += 1
+            with self._lock:
+                known = {c for c, _ in self._cur}
+                if key is self._key and (ctype in known or len(known) < MAX_FORMATS):
+                    self._cur[fmt] = value
+                    self._encoders[fmt] = encoder
+                    while len(self._encoders) > 2 * MAX_FORMATS:
+                        del self._encoders[next(iter(self._encoders))]
+            return value
 
     def rendered(self, encoder: Encoder, ctype: str) -> Rendered:
-        """Return the snapshot families in this format, rendering them at most once."""
-        e = self._entry(ctype, False, encoder)
-        if e is None:
-            return Rendered.of(encoder, self.collector.collect())
-        with e.lock:
-            if e.value is None:
-                e.value = Rendered.of(encoder, self.collector.collect())
-                self.renders += 1
-            assert isinstance(e.value, Rendered)
-            return e.value
+        """Return the current snapshot's families in this format."""
+        r = self.get(encoder, ctype, False)
+        assert isinstance(r, Rendered)
+        return r
 
     def deflated(self, encoder: Encoder, ctype: str) -> Deflated:
-        """Return the whole snapshot body in this format, compressed at most once."""
-        e = self._entry(ctype, True, encoder)
-        if e is None:
-            return Deflated.of(self.rendered(encoder, ctype).body)
-        with e.lock:
-            if e.value is None:
-                e.value = Deflated.of(self.rendered(encoder, ctype).body)
-            assert isinstance(e.value, Deflated)
-            return e.value
+        """Return the current snapshot's whole body in this format, deflated."""
+        d = self.get(encoder, ctype, True)
+        assert isinstance(d, Deflated)
+        return d
+
+    def refresh(self) -> None:
+        """Render the current snapshot in every format asked for before, so scrapes after a
+        scan find them ready."""
+        with self._lock:
+            formats = list(self._encoders.items())
+        for (ctype, compressed), encoder in formats:
+            self.get(encoder, ctype, compressed)
 
 
 class _UnsetType:
@@ -224,14 +245,6 @@ class _UnsetType:
 
 
 _Unset = _UnsetType()
-
-
-class _Entry:
-    __slots__ = ("lock", "value")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.value: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,16 +266,31 @@ class Exposition:
 
 
 def expose(cache: SnapshotCache, live: Collector | None, accept: str, accept_encoding: str,
-           names: frozenset[str] | None) -> Exposition:
-    """Return the exposition: the cached snapshot families plus the live ones, negotiated."""
+           names: frozenset[str] | None, wait: bool = True) -> Exposition | None:
+    """Return the exposition: the cached snapshot families plus the live ones, negotiated.
+
+    With ``wait`` the current snapshot is used, rendered if needed; without it whatever is
+    already rendered (this snapshot's or the previous one's) is used, and None returned
+    when nothing is, or when the answer needs compressing a filtered body.
+    """
     encoder, ctype = negotiate_format(accept)
+    gz = wants_gzip(accept_encoding)
+    whole_gz = names is None and gz
+    cached: Cached | None
+    if wait:
+        cached = cache.get(encoder, ctype, whole_gz)
+    elif gz and names is not None:
+        return None
+    else:
+        cached = cache.peek(ctype, whole_gz)
+        if cached is None:
+            return None
     live_fams = list(live.collect()) if live is not None else []
     live_body = Rendered.of(encoder, live_fams).select(names)
     tail = live_body + (_EOF if ctype.startswith("application/openmetrics-text") else b"")
-    gz = wants_gzip(accept_encoding)
-    if names is None and gz:
-        return Exposition(gzip_join(cache.deflated(encoder, ctype), tail), ctype, True)
-    body = cache.rendered(encoder, ctype).select(names)
+    if isinstance(cached, Deflated):
+        return Exposition(gzip_join(cached, tail), ctype, True)
+    body = cached.select(names)
     if gz:
         return Exposition((gzip_whole(body + tail),), ctype, True)
     return Exposition((body, tail), ctype, False)

@@ -41,7 +41,7 @@ from .http1 import (
     parse_request_line,
     response_head,
 )
-from .render import SnapshotCache, expose, negotiate_format, wants_gzip
+from .render import SnapshotCache, expose
 
 log = structlog.get_logger("numa_exporter.web")
 
@@ -138,6 +138,7 @@ class WebServer:
         self._thread = threading.Thread(target=self._run, name="numa-web", daemon=True)
         self._stopped: asyncio.Event | None = None
         self._tasks: set[asyncio.Future[None]] = set()
+        self._kick: asyncio.Event | None = None
 
     @property
     def address(self) -> tuple[str, int]:
@@ -189,8 +190,12 @@ class WebServer:
         """Render each new snapshot soon after its scan completes, in the formats asked for
         before, off the loop; a scrape then rarely waits for a rendering."""
         loop = asyncio.get_running_loop()
+        self._kick = asyncio.Event()
         while True:
-            await asyncio.sleep(0.1)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.1):
+                    await self._kick.wait()
+            self._kick.clear()
             if self.cache.stale():
                 try:
                     await loop.run_in_executor(self._render, self.cache.refresh)
@@ -447,14 +452,15 @@ class WebServer:
             names = req.names()
             accept = req.headers.get("accept", "")
             encoding = req.headers.get("accept-encoding", "")
-            _, ctype = negotiate_format(accept)
-            gz = wants_gzip(encoding)
-            if self.cache.ready(ctype, gz and names is None) and not (gz and names):
-                # cached: joining it with the live families takes ~0.2 ms, done right here
-                expo = expose(self.cache, self.live, accept, encoding, names)
-            else:
+            # already rendered (this scan's or, while it renders, the previous scan's):
+            # joining it with the live families takes ~0.2 ms, done right here
+            expo = expose(self.cache, self.live, accept, encoding, names, wait=False)
+            if self.cache.stale() and self._kick is not None:
+                self._kick.set()
+            if expo is None:
                 expo = await loop.run_in_executor(self._render, expose, self.cache, self.live,
                                                   accept, encoding, names)
+            assert expo is not None
         finally:
             self.in_flight -= 1
         headers = [("Vary", "Accept-Encoding")]
