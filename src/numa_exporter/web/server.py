@@ -245,6 +245,8 @@ class WebServer:
             self.client_log("http client error", peer=peer, error=_err(exc))
         except asyncio.CancelledError:
             pass
+        except Exception as exc:  # a bug: one line, the server goes on
+            log.error("http connection failed", peer=peer, error=repr(exc))
         finally:
             self.connections -= 1
             if writer is not None:
