@@ -336,8 +336,9 @@ class WebServer:
             except BadRequest as exc:
                 self.client_log("http bad request", peer=peer, status=exc.status,
                                 error=exc.reason)
-                await self._write(writer, _Response(exc.status, _TEXT,
-                                                    f"{exc.reason}\n".encode()), False, False)
+                if await self._write(writer, _Response(exc.status, _TEXT,
+                                                       f"{exc.reason}\n".encode()), False, False):
+                    await self._linger(reader, writer)
                 return
             if req is None:
                 return
@@ -357,6 +358,18 @@ class WebServer:
                 return
             if not keep:
                 return
+
+    async def _linger(self, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        """Half-close and read what the client still sends (at most 1 MiB, 1 s): closing
+        with unread input would reset the connection and lose the error response."""
+        with contextlib.suppress(Exception):
+            if writer.can_write_eof():
+                writer.write_eof()
+            async with asyncio.timeout(1.0):
+                n = 0
+                while n < 1 << 20 and (chunk := await reader.read(65536)):
+                    n += len(chunk)
 
     async def _read_head(self, reader: asyncio.StreamReader,
                          line_deadline: float) -> Request | None:
