@@ -191,16 +191,19 @@ class WebServer:
         before, off the loop; a scrape then rarely waits for a rendering."""
         loop = asyncio.get_running_loop()
         self._kick = asyncio.Event()
+        failed: object = None  # the snapshot whose rendering failed: not retried, logged once
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(0.1):
                     await self._kick.wait()
             self._kick.clear()
-            if self.cache.stale():
+            key = self.cache.key()
+            if self.cache.stale() and key is not failed:
                 try:
                     await loop.run_in_executor(self._render, self.cache.refresh)
-                except Exception as exc:  # a collector bug: scrapes will report it too
-                    log.warning("rendering failed", error=repr(exc))
+                except Exception as exc:  # a collector bug: scrapes get 500 and say so too
+                    failed = key
+                    log.error("rendering failed", error=repr(exc))
 
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
