@@ -12,8 +12,9 @@ Traffic goes to 127.0.0.1 only; worker memory is bounded (at most 2 GiB in all).
 
 It reports scans, scrapes, failed scrapes, stale series (a worker alive before a scan started
 and after the scrape ended, yet missing from it: counted once per worker and scan), processes
-the daemon deferred for its scan budget (10 s here unless ``--scan-budget``: a deferred
-process is missing from that scan), counters that went backwards between scans,
+the daemon deferred for its scan budget (the daemon's default, two thirds of the interval,
+unless ``--scan-budget``; a deferred process keeps its last values in the exposition, so it
+still counts as present), counters that went backwards between scans,
 the daemon's RSS before and after, and each hostile-client check. Exit status 1 when failed
 scrapes, stale series or backward counters are not all 0 (``--strict-hostile``: or a hostile
 check failed).
@@ -70,6 +71,28 @@ while time.monotonic() < deadline:
         threading.Thread(target=work, daemon=True).start()
     time.sleep(0.02)
 """
+
+_TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
+               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
+               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
+
+
+def _server_side_state(server_port: int, client_port: int) -> str | None:
+    """Return the TCP state of the server's end of a loopback connection (None: not found)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) < 4:
+                continue
+            local, remote, state = f[1], f[2], f[3]
+            if (int(local.rsplit(":", 1)[1], 16) == server_port
+                    and int(remote.rsplit(":", 1)[1], 16) == client_port):
+                return _TCP_STATES.get(state, state)
+    return None
 
 
 @dataclass
@@ -193,7 +216,7 @@ class Soak:
     def __init__(self, duration: float, exporter: Sequence[str], long_workers: int = 4,
                  short_workers: int = 4, worker_mib: int = 24, scrapers: int = 4,
                  threads_per_worker: int = 6, scan_interval: float = 1.0,
-                 scan_budget: float | None = 10.0) -> None:
+                 scan_budget: float | None = None) -> None:
         if (long_workers + short_workers) * worker_mib > MAX_WORKER_MEMORY_MIB:
             raise ValueError(f"workers would use more than {MAX_WORKER_MEMORY_MIB} MiB")
         self.duration = duration
@@ -446,14 +469,20 @@ class Soak:
                 if scrape is None and got > 1024:
                     scrape = self._scrape_ok()
                 time.sleep(0.25)
+            # a body that fits in the kernel's socket buffers is all handed over at once:
+            # then the server has closed its end (FIN sent, the client just has not read up
+            # to it), which holds nothing of the daemon's; only ESTABLISHED means kept
+            server_state = None if closed else _server_side_state(self.port, s.getsockname()[1])
         finally:
             s.close()
         scrape = bool(scrape) if scrape is not None else self._scrape_ok()
+        let_go = closed or (server_state is not None and server_state != "ESTABLISHED")
+        how = ("dropped it" if closed else f"closed its end ({server_state})" if let_go
+               else f"kept it ({server_state or 'state unknown'})")
         # A hardened server gives up on a client that reads 256 B/s before the time is up.
-        return HostileCheck("slow_reader", closed and scrape,
-                            f"read {got} bytes in {limit:.0f}s at 256 B/s; server "
-                            f"{'dropped it' if closed else 'kept it'}; scrape meanwhile "
-                            f"{'ok' if scrape else 'failed'}")
+        return HostileCheck("slow_reader", let_go and scrape,
+                            f"read {got} bytes in {limit:.0f}s at 256 B/s; server {how}; "
+                            f"scrape meanwhile {'ok' if scrape else 'failed'}")
 
     def _disconnects(self, n: int = 20) -> HostileCheck:
         for _ in range(n):
@@ -485,7 +514,10 @@ class Soak:
         cmd = [*self.exporter, f"--web.listen-address={HOST}:{self.port}",
                "--path.procfs=/proc", f"--scan.interval={int(self.scan_interval * 1000)}ms",
                f"--process.include=^{WORKER_PREFIX}", "--process.min-resident=16MiB",
-               "--log.format=json", "--log.level=info", "--no-collector.accelerator"]
+               "--log.format=json", "--log.level=info", "--no-collector.accelerator",
+               # time-outs shorter than the hostile checks wait (the defaults are 10s/2m/30s)
+               "--web.read-header-timeout=2s", "--web.idle-timeout=5s",
+               "--web.write-timeout=10s"]
         if self.scan_budget is not None:
             cmd.append(f"--scan.budget={int(self.scan_budget * 1000)}ms")
         with open(log_path, "wb") as log:
@@ -578,9 +610,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--worker-mib", type=int, default=24)
     p.add_argument("--scrapers", type=int, default=4)
     p.add_argument("--scan-interval", type=float, default=1.0, help="seconds (1)")
-    p.add_argument("--scan-budget", type=float, default=10.0,
-                   help="seconds (10; 0: the daemon's default, 2/3 of the interval, which "
-                        "leaves processes it defers out of that scan's exposition)")
+    p.add_argument("--scan-budget", type=float, default=0.0,
+                   help="seconds, at most the interval (0: the daemon's default, 2/3 of the "
+                        "interval; processes it defers keep their last values)")
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON")
     p.add_argument("--log", type=Path, default=None, help="daemon log (default: a temp file)")
     p.add_argument("--strict-hostile", action="store_true",

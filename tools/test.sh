@@ -8,7 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(prometheus qemu-system-x86 busybox-static numactl cpio systemd curl procps python3-venv)
+APT_PACKAGES=(prometheus qemu-system-x86 busybox-static numactl cpio systemd curl procps python3-venv
+              apache2-utils iproute2 openssl)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -33,6 +33,7 @@ from numa_exporter.config import (
 )
 from numa_exporter.patterns import Pattern, PatternError, compile_pattern
 from numa_exporter.roots import RootError, Roots
+from numa_exporter.web import WebConfigError, add_web_flags, settings_from_args
 
 log = structlog.get_logger()
 
@@ -222,6 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
       default=logs.DEFAULT_FORMAT,
       help=f"logfmt or json; keys ts, level, caller, msg (default {logs.DEFAULT_FORMAT})")
 
+    add_web_flags(p)
+
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands",
                            description="without a command, numa-exporter runs the exporter",
                            help="inspect or udev-dump; COMMAND --help for its flags")
@@ -280,14 +283,10 @@ def host_nodes(roots: Roots) -> tuple[int, ...]:
 
 def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Config:
     """Return the Config the parsed flags describe; exits 2 for inconsistent values."""
-    from numa_exporter.http import parse_listen_address
-
     try:
-        parse_listen_address(ns.listen)
-    except ValueError as exc:
-        parser.error(f"--web.listen-address: {exc}")
-    if not ns.telemetry_path.startswith("/") or ns.telemetry_path == "/":
-        parser.error("--web.telemetry-path must start with '/' and not be '/'")
+        web = settings_from_args(ns)
+    except WebConfigError as exc:
+        parser.error(str(exc))
     roots = roots_from_args(ns, parser)
     if ns.budget is None:
         budget = min(ns.interval * 2 / 3, MAX_BUDGET)
@@ -321,6 +320,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) ->
         sample_above=ns.sample_above,
         full_interval=ns.full_interval,
         process_budget=ns.process_budget,
+        web=web,
     )
 
 
@@ -337,7 +337,7 @@ def inspect_config(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> C
 def run_daemon(config: Config) -> int:
     """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status."""
     from numa_exporter.app import build_app
-    from numa_exporter.http import parse_listen_address, serve
+    from numa_exporter.web import WebSettings, serve
 
     # handlers first: a SIGHUP during start-up must not end the process (its default action)
     wake = threading.Event()
@@ -349,19 +349,22 @@ def run_daemon(config: Config) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _signal)
-    registry = CollectorRegistry(auto_describe=False)
-    ProcessCollector(registry=registry)
-    PlatformCollector(registry=registry)
-    GCCollector(registry=registry)
+    registry = CollectorRegistry(auto_describe=False)  # snapshot families: cached per scan
+    live = CollectorRegistry(auto_describe=False)  # the exporter's own, rendered per scrape
+    web = config.web if isinstance(config.web, WebSettings) else WebSettings()
+    if not web.disable_exporter_metrics:
+        ProcessCollector(registry=live)
+        PlatformCollector(registry=live)
+        GCCollector(registry=live)
     app = build_app(config, registry)
-    host, port = parse_listen_address(config.listen_address)
     try:
-        server, _ = serve(registry, host, port, config.telemetry_path)
+        server = serve(web, registry, lambda: app.sampler.snapshot, live)
     except OSError as exc:
         print(f"numa-exporter: error: cannot listen on {config.listen_address}: {exc.strerror}",
               file=sys.stderr)
         return 1
     log.info("listening", address=config.listen_address, path=config.telemetry_path,
+             tls=web.config.tls is not None, basic_auth=bool(web.config.users),
              version=__version__, procfs=str(config.roots.procfs),
              sysfs=str(config.roots.sysfs), interval=config.scan_interval,
              nodes=list(app.sampler.scanner.topology.nodes))

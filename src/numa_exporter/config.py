@@ -121,6 +121,7 @@ class Config:
     sample_above: float = 0.005  # estimated full-read seconds above which placement is sampled
     full_interval: float = 0.0  # exact full reads of sampled processes this often (0: never)
     process_budget: float = 0.5  # average full-read seconds one process may cost per scan
+    web: object = None  # numa_exporter.web.WebSettings (the HTTP layer's flags)
 
     def enabled(self, collector: str) -> bool:
         """Return whether a collector is on; KeyError for a name no collector has."""

@@ -17,14 +17,6 @@ from tools.soak import Report, Soak
 pytestmark = pytest.mark.e2e
 DURATION = 30.0
 
-# Hostile-client checks today's HTTP server fails (it has no connection time-outs); the
-# server is being hardened separately. The assertions are the same for every check.
-FAILS_TODAY = {
-    "idle_connections": "idle connections are never closed",
-    "slow_reader": "a slow reader is never dropped",
-    "http09_request": "an HTTP/0.9 request line is left waiting",
-    "garbage_requests": "a TLS hello (bytes without a line end) is left waiting",
-}
 CHECKS = ("disconnect_mid_response", "garbage_requests", "http09_request", "idle_connections",
           "slow_reader")
 
@@ -49,9 +41,7 @@ def test_no_failed_scrape_stale_series_or_falling_counter(report: Report) -> Non
     assert report.ok
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.xfail(strict=False, reason=f"today: {FAILS_TODAY[n]}")]
-                 if n in FAILS_TODAY else []) for n in CHECKS])
+@pytest.mark.parametrize("name", CHECKS)
 def test_hostile_client_check(report: Report, name: str) -> None:
     got = {h.name: h for h in report.hostile}
     assert name in got, sorted(got)

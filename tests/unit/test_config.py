@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from numa_exporter.config import parse_duration, parse_size
-from numa_exporter.http import parse_listen_address
 from numa_exporter.patterns import MAX_TEXT, PatternError, compile_pattern
 from numa_exporter.pins import PinError, check_nodes, load_pins, parse_node_list, parse_pins
+from numa_exporter.web import parse_listen_address
 
 
 @pytest.mark.parametrize(("text", "value"), [("0", 0), ("4096", 4096), ("64MiB", 64 << 20),

@@ -1,0 +1,191 @@
+"""Negotiation, gzip splicing, name[] filtering and the once-per-snapshot render cache."""
+
+from __future__ import annotations
+
+import gzip
+import threading
+import zlib
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.registry import Collector
+
+from numa_exporter.web.render import (
+    Deflated,
+    SnapshotCache,
+    expose,
+    gzip_join,
+    negotiate_format,
+    wants_gzip,
+)
+
+
+@pytest.mark.parametrize(("header", "want"), [
+    ("gzip", True), ("GZIP", True), ("gzip;q=0", False), ("gzip; q=0.0", False),
+    ("gzip;q=0.5", True), ("deflate, gzip;q=1.0, *;q=0.5", True), ("*", True), ("*;q=0", False),
+    ("identity", False), ("", False), ("br", False), ("gzip;q=0, *", False),
+    ("x-gzip", True), ("gzip;q=abc", False), ("gzip;q=2", False), ("gzipx", False),
+])
+def test_accept_encoding_q_values(header: str, want: bool) -> None:
+    assert wants_gzip(header) is want
+
+
+def test_format_negotiation() -> None:
+    _, ctype = negotiate_format("")
+    assert ctype.startswith("text/plain; version=0.0.4")
+    _, ctype = negotiate_format("application/openmetrics-text; version=1.0.0,text/plain;q=0.5")
+    assert ctype.startswith("application/openmetrics-text; version=1.0.0")
+    _, ctype = negotiate_format("application/openmetrics-text")
+    assert ctype.startswith("application/openmetrics-text")
+    # hostile versions fall back to the text format rather than failing or echoing junk
+    _, ctype = negotiate_format("application/openmetrics-text; version=x.y\x01")
+    assert "\x01" not in ctype
+
+
+@pytest.mark.parametrize("head_text", [b"", b"a" * 10, bytes(range(256)) * 1000])
+def test_spliced_gzip_is_one_valid_member(head_text: bytes) -> None:
+    tail = b"tail\n" * 77
+    data = b"".join(gzip_join(Deflated.of(head_text), tail))
+    assert gzip.decompress(data) == head_text + tail
+    d = zlib.decompressobj(31)  # a single-member decoder, as Go's and curl's are by default
+    assert d.decompress(data) + d.flush() == head_text + tail
+    assert d.eof and d.unused_data == b""
+
+
+class Counting(Collector):
+    """Yields one gauge per call whose value says how often collect ran."""
+
+    def __init__(self, block: threading.Event | None = None) -> None:
+        self.calls = 0
+        self.block = block
+
+    def collect(self) -> Iterator[Metric]:
+        self.calls += 1
+        if self.block is not None:
+            self.block.wait(10)
+        g = GaugeMetricFamily("snap_value", "from the snapshot", labels=["k"])
+        g.add_metric(["a"], self.calls)
+        yield g
+        h = GaugeMetricFamily("snap_other", "another family")
+        h.add_metric([], 7)
+        yield h
+
+
+def _live() -> CollectorRegistry:
+    r = CollectorRegistry()
+    Counter("live_events", "live counter", registry=r).inc(3)
+    Gauge("live_gauge", "live gauge", registry=r).set(5)
+    return r
+
+
+def test_rendered_once_per_snapshot_object() -> None:
+    col = Counting()
+    snap: list[object] = [object()]
+    cache = SnapshotCache(col, lambda: snap[0])
+    live = _live()
+    bodies = {expose(cache, live, "", "", None).body for _ in range(5)}
+    assert col.calls == 1 and len(bodies) == 1
+    assert b'snap_value{k="a"} 1.0' in bodies.pop()
+    expose(cache, live, "", "gzip", None)
+    assert col.calls == 1, "gzip of the same snapshot reuses the rendering"
+    snap[0] = object()
+    assert b'snap_value{k="a"} 2.0' in expose(cache, live, "", "", None).body
+    assert col.calls == 2
+
+
+def test_new_snapshot_prerendered_in_the_formats_asked_for() -> None:
+    col = Counting()
+    snap: list[object] = [object()]
+    cache = SnapshotCache(col, lambda: snap[0])
+    om = "application/openmetrics-text; version=1.0.0"
+    _, ctype = negotiate_format(om)
+    expose(cache, None, om, "gzip", None)
+    assert not cache.stale() and cache.ready(ctype, True) and col.calls == 1
+    snap[0] = object()
+    assert cache.stale() and not cache.ready(ctype, True)
+    cache.refresh()
+    assert cache.ready(ctype, True)
+    assert col.calls == 2 and not cache.stale()
+    expose(cache, None, om, "gzip", None)
+    assert col.calls == 2, "the scrape after the scan found the rendering ready"
+
+
+def test_scrapes_that_must_not_wait_get_the_previous_scan_until_the_new_one_is_rendered(
+        ) -> None:
+    col = Counting()
+    snap: list[object] = [object()]
+    cache = SnapshotCache(col, lambda: snap[0])
+    assert expose(cache, None, "", "", None, wait=False) is None, "nothing rendered yet"
+    first = expose(cache, None, "", "", None)
+    assert first is not None and b'snap_value{k="a"} 1.0' in first.body
+    snap[0] = object()
+    stale = expose(cache, None, "", "", None, wait=False)
+    assert stale is not None and stale.body == first.body and col.calls == 1
+    cache.refresh()
+    fresh = expose(cache, None, "", "", None, wait=False)
+    assert fresh is not None and b'snap_value{k="a"} 2.0' in fresh.body and col.calls == 2
+    assert expose(cache, None, "", "gzip", frozenset({"snap_value"}), wait=False) is None
+
+
+def test_each_format_rendered_once() -> None:
+    col = Counting()
+    key = object()
+    cache = SnapshotCache(col, lambda: key)
+    om = "application/openmetrics-text; version=1.0.0"
+    for _ in range(3):
+        expose(cache, None, "", "", None)
+        expose(cache, None, om, "", None)
+    assert col.calls == 2
+
+
+def test_concurrent_scrapes_share_one_rendering() -> None:
+    gate = threading.Event()
+    col = Counting(block=gate)
+    key = object()
+    cache = SnapshotCache(col, lambda: key)
+    out: list[bytes] = []
+    threads = [threading.Thread(target=lambda: out.append(expose(cache, None, "", "", None).body))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert len(out) == 8 and len(set(out)) == 1
+    assert col.calls == 1
+
+
+def test_live_families_are_fresh_each_scrape() -> None:
+    key = object()
+    cache = SnapshotCache(Counting(), lambda: key)
+    live = CollectorRegistry()
+    c = Counter("live_events", "live counter", registry=live)
+    assert b"live_events_total 0.0" in expose(cache, live, "", "", None).body
+    c.inc()
+    assert b"live_events_total 1.0" in expose(cache, live, "", "", None).body
+    gz = expose(cache, live, "", "gzip", None)
+    assert gz.gzipped and b"live_events_total 1.0" in gzip.decompress(gz.body)
+
+
+def test_openmetrics_has_one_eof_at_the_end() -> None:
+    key = object()
+    cache = SnapshotCache(Counting(), lambda: key)
+    e = expose(cache, _live(), "application/openmetrics-text; version=1.0.0", "gzip", None)
+    text = gzip.decompress(e.body).decode()
+    assert text.endswith("# EOF\n") and text.count("# EOF") == 1
+    names = {f.name for f in text_string_to_metric_families(text)}
+    assert names == {"snap_value", "snap_other", "live_events", "live_gauge"}
+
+
+def test_name_filter_selects_families_by_family_or_sample_name() -> None:
+    key = object()
+    cache = SnapshotCache(Counting(), lambda: key)
+    body = expose(cache, _live(), "", "", frozenset({"snap_other", "live_events_total"})).body
+    assert b"snap_other 7.0" in body and b"live_events_total 3.0" in body
+    assert b"snap_value" not in body and b"live_gauge" not in body
+    assert expose(cache, _live(), "", "", frozenset({"nothing"})).body == b""
+    gz = expose(cache, _live(), "", "gzip", frozenset({"snap_value"}))
+    assert gzip.decompress(gz.body).startswith(b"# HELP snap_value ")
