@@ -300,10 +300,12 @@ def estimate_placement(
             census.add(kind)
     page = next(iter(strata.values())).page_size if strata else 4096
     census_bytes = sum(tallies[k].resident for k in census) * page
+    # Status bytes of a kind without any sampleable mapping cannot be placed.
+    orphan = sum(b for k, b in totals.items() if k not in strata)
     total = sum(totals.values())
     sampled = [k for k in strata if k not in census and totals.get(k, 0) > 0]
     counted = sum(totals[k] for k in sampled)
-    rest = max(total - census_bytes, 0)
+    rest = max(total - orphan - census_bytes, 0)
     share = {k: (rest * totals[k] // counted if counted else 0) for k in sampled}
     share_total = sum(share.values())
     # Proportional allocation; census strata need no samples.
@@ -341,7 +343,7 @@ def estimate_placement(
         pending = nxt
     out: dict[tuple[int, Kind], int] = {}
     results: list[StratumResult] = []
-    unsampled = 0
+    unsampled = orphan
     for kind, s in strata.items():
         t = tallies.get(kind, _Tally())
         if kind in census:
