@@ -45,6 +45,7 @@ from numa_exporter.placement_sampled import read_sampled, sampling_available
 from numa_exporter.sources.procfs import ProcFS
 
 GiB = 1 << 30
+FIFO = False  # --reader-fifo
 
 TARGET = r"""
 import array, gc, mmap, os, sys, time
@@ -91,6 +92,7 @@ while True:
         if cmd == b"start":
             lat = array.array("Q")
             net = array.array("q")
+            print("started", flush=True)
         elif cmd == b"stop":
             out = [len(lat)]
             for a in (lat, net):
@@ -121,19 +123,25 @@ class Target:
         self.proc.stdin.write(cmd + b"\n")
         self.proc.stdin.flush()
 
+    def _line(self) -> bytes:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        if not ready:
+            raise RuntimeError("target did not answer")
+        return self.proc.stdout.readline()
+
     def start(self) -> None:
-        """Begin a latency window."""
+        """Begin a latency window; return once the target has begun it (so that a stall
+        caused right after is recorded inside the window, not wiped by its start)."""
         self._send(b"start")
+        if self._line().strip() != b"started":
+            raise RuntimeError("target did not start a window")
 
     def stop(self) -> dict[str, float]:
         """End the window; return iterations and worst/p99 latency in ms, wall and net of
         the time the target spent waiting for a CPU (its schedstat run_delay)."""
         self._send(b"stop")
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
-        if not ready:
-            raise RuntimeError("target did not answer")
-        n, worst, p99, nworst, np99 = (int(x) for x in self.proc.stdout.readline().split())
+        n, worst, p99, nworst, np99 = (int(x) for x in self._line().split())
         return {"iterations": n, "worst_ms": worst / 1e6, "p99_ms": p99 / 1e6,
                 "net_worst_ms": nworst / 1e6, "net_p99_ms": np99 / 1e6}
 
@@ -199,7 +207,13 @@ def one_round(t: Target, window: float, rng: random.Random,
         t0 = time.perf_counter()
         op = ops[name]
         if op is not None:
-            op()
+            if FIFO:  # the reader cannot be preempted while it holds the target's lock
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            try:
+                op()
+            finally:
+                if FIFO:
+                    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         read_s = time.perf_counter() - t0
         rest = window - (time.perf_counter() - t0)
         if rest > 0:
@@ -305,7 +319,13 @@ def main() -> int:
                     help="least seconds per condition (a longer read extends it)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default="benchmarks/results/sampled.json")
+    ap.add_argument("--reader-fifo", action="store_true",
+                    help="run each read at SCHED_FIFO priority 1 (root): takes the reader's "
+                         "own preemption, while it holds the target's mmap lock, out of the "
+                         "measurement")
     ns = ap.parse_args()
+    global FIFO
+    FIFO = ns.reader_fifo
     if ns.rounds < 15:
         print("note: fewer than 15 rounds", file=sys.stderr)
     ok, why = sampling_available(Path("/proc"))
@@ -331,6 +351,7 @@ def main() -> int:
     meta = {"kernel": platform.release(), "machine": platform.machine(),
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "rounds": ns.rounds, "window_s": ns.window, "notes": notes,
+            "reader_fifo": ns.reader_fifo, "loadavg": Path("/proc/loadavg").read_text().split()[:3],
             "command": " ".join(sys.argv)}
     out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"wrote {out}")

@@ -302,3 +302,17 @@ def test_seeded_runs_are_deterministic() -> None:
     assert run(p, 42).bytes == run(p, 42).bytes
     assert run(p, 42).bytes != run(p, 43).bytes
 
+
+
+def test_hugetlb_scaled_to_its_own_counter() -> None:
+    """HugetlbPages scales the hugetlb stratum alone; RSS surplus never leaks into it."""
+    p = FakeProcess()
+    p.add(1 * MiB, Kind.ANON, 1.0, {0: 1.0})  # small: counted
+    p.add(4 * MiB, Kind.FILE, 1.0, {0: 1.0})  # small: counted
+    p.add(512 * MiB, Kind.HUGETLB, 1.0, {1: 1.0}, path="/anon_hugepage")
+    totals = p.totals()
+    totals[Kind.ANON] += 3 * MiB  # status counts more anon than the mappings show
+    est = run(p, 8, totals=totals)
+    assert est.bytes[(1, Kind.HUGETLB)] == 512 * MiB
+    assert est.bytes[(0, Kind.ANON)] == 1 * MiB and est.bytes[(0, Kind.FILE)] == 4 * MiB
+    assert est.unsampled_bytes == 3 * MiB  # no sampled anon/file/shmem stratum takes it

@@ -302,15 +302,25 @@ def estimate_placement(
     census_bytes = sum(tallies[k].resident for k in census) * page
     # Status bytes of a kind without any sampleable mapping cannot be placed.
     orphan = sum(b for k, b in totals.items() if k not in strata)
-    total = sum(totals.values())
     sampled = [k for k in strata if k not in census and totals.get(k, 0) > 0]
-    counted = sum(totals[k] for k in sampled)
-    rest = max(total - orphan - census_bytes, 0)
-    share = {k: (rest * totals[k] // counted if counted else 0) for k in sampled}
+    share: dict[Kind, int] = {}
+    # hugetlb has a counter of its own; anon, file and shmem share one pool, because the
+    # kernel's RSS counters and numa_maps disagree on the kind of some pages (see above).
+    pooled = [kd for kd in sampled if kd is not Kind.HUGETLB]
+    pool = sum(b for kd, b in totals.items() if kd is not Kind.HUGETLB and kd in strata)
+    pool -= sum(tallies[kd].resident for kd in census if kd is not Kind.HUGETLB) * page
+    counted = sum(totals[kd] for kd in pooled)
+    rest = max(pool, 0) if counted else 0
+    for kd in pooled:
+        share[kd] = rest * totals[kd] // counted
+    if Kind.HUGETLB in sampled:
+        share[Kind.HUGETLB] = totals[Kind.HUGETLB]
     share_total = sum(share.values())
+    if not counted and pool > 0:
+        orphan += pool  # the pool's bytes have no sampled stratum to go to
     # Proportional allocation; census strata need no samples.
     quota: dict[Kind, int] = {}
-    if share_total and total:
+    if share_total:
         w_s = share_total / (share_total + census_bytes)
         m_s = math.ceil(m * w_s * w_s)
         for k in sampled:
@@ -367,8 +377,6 @@ def estimate_placement(
                 b = 0
         results.append(StratumResult(kind, s.pages, t.queried, t.resident,
                                      tuple(sorted(t.nodes.items())), kind in census, b))
-    if not share_total:
-        unsampled += rest
     return PlacementEstimate(
         bytes={k: v for k, v in out.items() if v},
         samples=sum(t.queried for t in tallies.values()),
