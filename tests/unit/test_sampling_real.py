@@ -7,6 +7,7 @@ A child process maps and touches memory of known kinds; the sampled estimate (ma
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import random
 import shutil
@@ -23,8 +24,13 @@ from numa_exporter.model.sampling import sample_size
 from numa_exporter.parsers.numa_maps import Kind, parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
 from numa_exporter.placement_sampled import read_sampled, sampling_available
-from numa_exporter.sources.errors import Denied, Gone
-from numa_exporter.sources.move_pages import SYSCALL_NUMBERS, MovePages, Unsupported
+from numa_exporter.sources.errors import Denied, Gone, ReadFailed
+from numa_exporter.sources.move_pages import (
+    SYSCALL_NUMBERS,
+    MovePages,
+    Unsupported,
+    classify_errno,
+)
 from numa_exporter.sources.procfs import ProcFS
 
 MiB = 1 << 20
@@ -252,3 +258,28 @@ def test_refused_for_the_procfs_of_a_child_namespace() -> None:
     finally:
         p.kill()
         p.wait()
+
+
+def test_libnuma_fallback_agrees_with_the_syscall() -> None:
+    """On an architecture missing from the table, libnuma's move_pages is used instead."""
+    try:
+        direct = MovePages(allow_libnuma=False)
+        via = MovePages(machine="not-in-the-table")
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+    assert (direct.via, via.via) == ("syscall", "libnuma") and via.number is None
+    buf = ctypes.create_string_buffer(3 * 4096)
+    page = os.sysconf("SC_PAGE_SIZE")
+    first = ctypes.addressof(buf) - ctypes.addressof(buf) % page + page
+    ctypes.memset(first, 1, 16)
+    addrs = [first, 8, first + 3 * page + (1 << 40)]
+    assert via.query(os.getpid(), addrs) == direct.query(os.getpid(), addrs)
+
+
+@pytest.mark.parametrize(("err", "kind"), [
+    (errno.ESRCH, Gone), (errno.EINVAL, Gone), (errno.EPERM, Denied), (errno.EACCES, Denied),
+    (errno.ENOSYS, Unsupported), (errno.EIO, ReadFailed), (errno.ENOMEM, ReadFailed),
+])
+def test_errno_classification(err: int, kind: type[Exception]) -> None:
+    exc = classify_errno(err, "move_pages(1)")
+    assert type(exc) is kind
