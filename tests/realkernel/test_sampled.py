@@ -55,12 +55,15 @@ CASES: dict[str, list[dict[str, Any]]] = {
 NODES = {"2node": 2, "4node": 4}
 TIMEOUT_S = {"2node": 600.0, "4node": 420.0}
 _RUNS: dict[str, Path | str] = {}
+_FAILED: dict[str, str] = {}
 
 
 def _boot(layout: str, base: Path) -> Path:
     """Boot ``layout``'s guest, run the cases; return the results folder (skip if no guest)."""
     if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
         pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
+    if layout in _FAILED:
+        pytest.fail(_FAILED[layout])  # boot once per session, even when it failed
     prior = _RUNS.get(layout)
     if isinstance(prior, str):
         pytest.skip(prior)
@@ -86,8 +89,9 @@ def _boot(layout: str, base: Path) -> Path:
                          f"userland ({'; '.join(boot.attempts)})")
         pytest.skip(str(_RUNS[layout]))
     if not boot.ok:
-        pytest.fail(f"{layout} guest job failed (rc={boot.rc}, timed_out={boot.timed_out}); "
-                    f"job log tail:\n{boot.job_log[-4000:]}")
+        _FAILED[layout] = (f"{layout} guest job failed (rc={boot.rc}, timed_out="
+                           f"{boot.timed_out}); job log tail:\n{boot.job_log[-4000:]}")
+        pytest.fail(_FAILED[layout])
     _RUNS[layout] = path / "sampled"
     return path / "sampled"
 
