@@ -6,11 +6,11 @@ placement (membind, interleave, hugetlb bound to a node), reads its full numa_ma
 sampled estimate with several seeds. Here the estimate's remote ratio, for every single-node
 home, must agree with numa_maps' within the stated bound (1 percentage point at 95 %: at
 least 80 % of seeded runs within 1 point, every run within 2), and the kinds and nodes must
-be those of the placement. The guest lowers the census threshold to 16 MiB, so the workload's
-memory (64-256 MiB) is sampled while its small library and stack mappings are counted: on
-the guest's 6.1 kernel, status' RSS counters lag by up to 64 page faults per thread
-(SPLIT_RSS_COUNTING, before 6.2; a file fault maps up to 16 pages around it), which for a
-1 MiB stratum scaled to RssFile is a 50 % error in its bytes.
+be those of the placement. With the census threshold at 16 MiB (the default, set explicitly
+here) the workload's memory (64-256 MiB) is sampled while its small library and stack
+mappings are counted - which matters: on the guest's 6.1 kernel, status' RSS counters lag
+by up to 64 page faults per thread (SPLIT_RSS_COUNTING, before 6.2; a file fault maps up to
+16 pages around it), which for a 1 MiB stratum scaled to RssFile is a 50 % error.
 """
 
 from __future__ import annotations

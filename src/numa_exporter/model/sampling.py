@@ -56,8 +56,9 @@ PageQuery = Callable[[Sequence[int]], Sequence[int]]
 
 DEFAULT_TARGET_ERROR = 0.01
 DEFAULT_CONFIDENCE = 0.95
-#: Strata of at most this many virtual pages are queried whole (128 MiB of 4 KiB pages).
-DEFAULT_CENSUS_PAGES = 32768
+#: Strata of at most this many virtual pages are queried whole (16 MiB of 4 KiB pages):
+#: less than a full sample costs, and exact where the RSS counters are least so.
+DEFAULT_CENSUS_PAGES = 4096
 #: Least resident samples a sampled stratum gets, however small its share.
 MIN_STRATUM_SAMPLES = 64
 #: Queries (resident or not) allowed per resident sample wanted, for sparse mappings.
