@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import errno
 import os
 import random
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ from numa_exporter.model.sampling import (
 )
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
-from numa_exporter.sources.errors import SourceError
+from numa_exporter.sources.errors import ReadFailed, SourceError
 from numa_exporter.sources.files import read_small, stream_lines
 from numa_exporter.sources.move_pages import MovePages, Unsupported
 from numa_exporter.sources.procfs import ProcessFiles
@@ -119,21 +120,30 @@ def read_sampled(
     """Return the sampled placement of one process.
 
     ``status`` is the parsed status of the same process, read just before. Raises the
-    classified SourceError of maps or move_pages (Gone, Denied, ReadFailed) or Unsupported;
-    call :func:`sampling_available` once first.
+    classified SourceError of maps or move_pages (Gone, Denied, ReadFailed; ReadFailed also
+    when this machine has no move_pages at all: call :func:`sampling_available` once first).
+    Matches the scanner's ``SampledReader`` protocol (``files, status -> estimate``).
     """
-    mp = move_pages or default_move_pages()
+    try:
+        mp = move_pages or default_move_pages()
+    except Unsupported as exc:  # surfaces as a read error; sampling_available says why
+        raise ReadFailed("move_pages", f"move_pages({files.pid})",
+                         OSError(errno.ENOSYS, str(exc))) from exc
     size = page_size or os.sysconf("SC_PAGE_SIZE")
     maps = parse_pid_maps(maps_lines(files))
     strata = build_strata(maps.entries, size, hugetlbfs_mounts)
-    est = estimate_placement(
-        strata,
-        status_totals(status),
-        mp.for_pid(files.pid),
-        target_error=target_error,
-        confidence=confidence,
-        rng=rng,
-        census_pages=census_pages,
-        max_queries=max_queries,
-    )
+    try:
+        est = estimate_placement(
+            strata,
+            status_totals(status),
+            mp.for_pid(files.pid),
+            target_error=target_error,
+            confidence=confidence,
+            rng=rng,
+            census_pages=census_pages,
+            max_queries=max_queries,
+        )
+    except Unsupported as exc:  # ENOSYS from the kernel
+        raise ReadFailed("move_pages", f"move_pages({files.pid})",
+                         OSError(errno.ENOSYS, str(exc))) from exc
     return dataclasses.replace(est, parse_errors=maps.error_count)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -283,3 +283,19 @@ def test_libnuma_fallback_agrees_with_the_syscall() -> None:
 def test_errno_classification(err: int, kind: type[Exception]) -> None:
     exc = classify_errno(err, "move_pages(1)")
     assert type(exc) is kind
+
+
+def test_reader_reports_a_missing_move_pages_as_a_read_error(tmp_path: Path) -> None:
+    """A kernel without move_pages (ENOSYS) surfaces as ReadFailed, like a file read."""
+
+    class NoMovePages(MovePages):
+        def query(self, pid: int, addresses: Sequence[int]) -> list[int]:
+            raise classify_errno(errno.ENOSYS, f"move_pages({pid})")
+
+    p = _start(anon=32)
+    try:
+        pf = ProcFS(PROC).process(p.pid)
+        with pytest.raises(ReadFailed, match="move_pages"):
+            read_sampled(pf, parse_pid_status(pf.status()), move_pages=NoMovePages())
+    finally:
+        _stop(p)
