@@ -46,6 +46,7 @@ from numa_exporter.sources.procfs import ProcFS
 
 GiB = 1 << 30
 FIFO = False  # --reader-fifo
+CPUS = frozenset(os.sched_getaffinity(0))  # before any pinning, for every size alike
 
 TARGET = r"""
 import array, gc, mmap, os, sys, time
@@ -235,7 +236,7 @@ def summary(vals: list[float]) -> dict[str, float]:
 def bench_size(gib: int, rounds: int, window: float, seed: int) -> dict[str, Any]:
     """Run every round on one target of ``gib`` GiB; return the records and summaries."""
     t0 = time.perf_counter()
-    cpus = sorted(os.sched_getaffinity(0))
+    cpus = sorted(CPUS)
     pin = len(cpus) >= 2
     t = Target(gib, cpus[0] if pin else None)
     if pin:  # the reader on another CPU than the target
@@ -249,6 +250,7 @@ def bench_size(gib: int, rounds: int, window: float, seed: int) -> dict[str, Any
             recs.append(one_round(t, window, rng, seed + r))
     finally:
         t.close()
+        os.sched_setaffinity(0, CPUS)
 
     def col(cond: str, key: str) -> list[float]:
         return [float(rec[cond][key]) for rec in recs]
