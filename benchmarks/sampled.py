@@ -42,11 +42,14 @@ from typing import Any
 from numa_exporter.parsers.numa_maps import Kind, parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
 from numa_exporter.placement_sampled import read_sampled, sampling_available
+from numa_exporter.sources.move_pages import DEFAULT_PAUSE_S, MAX_BATCH, MovePages
 from numa_exporter.sources.procfs import ProcFS
 
 GiB = 1 << 30
 FIFO = False  # --reader-fifo
+NO_IDLE = False  # --no-idle
 CPUS = frozenset(os.sched_getaffinity(0))  # before any pinning, for every size alike
+MOVE_PAGES: MovePages | None = None  # --batch / --pause-ms; None: the reader's default
 
 TARGET = r"""
 import array, gc, mmap, os, sys, time
@@ -191,7 +194,7 @@ def one_round(t: Target, window: float, rng: random.Random,
 
     def sampled() -> None:
         st = parse_pid_status(pf.status())
-        est = read_sampled(pf, st, rng=random.Random(seed))
+        est = read_sampled(pf, st, rng=random.Random(seed), move_pages=MOVE_PAGES)
         est_bytes.update(est.bytes)
         extra.update(samples=est.samples, resident_samples=est.resident_samples)
 
@@ -239,6 +242,12 @@ def bench_size(gib: int, rounds: int, window: float, seed: int) -> dict[str, Any
     cpus = sorted(CPUS)
     pin = len(cpus) >= 2
     t = Target(gib, cpus[0] if pin else None)
+    spinner = None
+    if NO_IDLE and pin:  # keep the target's CPU from idling (see --no-idle)
+        spinner = subprocess.Popen([sys.executable, "-c", "import os\n"
+                                    "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))"
+                                    "\nwhile True: pass"])
+        os.sched_setaffinity(spinner.pid, {cpus[0]})
     if pin:  # the reader on another CPU than the target
         os.sched_setaffinity(0, set(cpus[1:]))
     setup = time.perf_counter() - t0
@@ -250,6 +259,9 @@ def bench_size(gib: int, rounds: int, window: float, seed: int) -> dict[str, Any
             recs.append(one_round(t, window, rng, seed + r))
     finally:
         t.close()
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
         os.sched_setaffinity(0, CPUS)
 
     def col(cond: str, key: str) -> list[float]:
@@ -325,9 +337,18 @@ def main() -> int:
                     help="run each read at SCHED_FIFO priority 1 (root): takes the reader's "
                          "own preemption, while it holds the target's mmap lock, out of the "
                          "measurement")
+    ap.add_argument("--no-idle", action="store_true",
+                    help="run a SCHED_IDLE spinner on the target's CPU so that it never idles: "
+                         "in a VM, waking a task on an idle (halted) vCPU waits for the host "
+                         "to run that vCPU, which would count as lock wait")
+    ap.add_argument("--batch", type=int, default=MAX_BATCH, help="pages per move_pages call")
+    ap.add_argument("--pause-ms", type=float, default=DEFAULT_PAUSE_S * 1e3,
+                    help="least gap between two move_pages calls")
     ns = ap.parse_args()
-    global FIFO
+    global FIFO, MOVE_PAGES, NO_IDLE
     FIFO = ns.reader_fifo
+    NO_IDLE = ns.no_idle
+    MOVE_PAGES = MovePages(batch=ns.batch, pause_s=ns.pause_ms / 1e3)
     if ns.rounds < 15:
         print("note: fewer than 15 rounds", file=sys.stderr)
     ok, why = sampling_available(Path("/proc"))
@@ -353,7 +374,9 @@ def main() -> int:
     meta = {"kernel": platform.release(), "machine": platform.machine(),
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "rounds": ns.rounds, "window_s": ns.window, "notes": notes,
-            "reader_fifo": ns.reader_fifo, "loadavg": Path("/proc/loadavg").read_text().split()[:3],
+            "reader_fifo": ns.reader_fifo, "batch": ns.batch, "pause_ms": ns.pause_ms,
+            "no_idle": ns.no_idle,
+            "loadavg": Path("/proc/loadavg").read_text().split()[:3],
             "command": " ".join(sys.argv)}
     out.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"wrote {out}")

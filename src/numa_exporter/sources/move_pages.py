@@ -25,6 +25,7 @@ import ctypes.util
 import errno
 import os
 import platform
+import time
 from collections.abc import Callable, Sequence
 
 from numa_exporter.sources.errors import Denied, Gone, ReadFailed, SourceError
@@ -50,6 +51,12 @@ SYSCALL_NUMBERS: dict[str, int] = {
 }
 #: Pages per system call.
 MAX_BATCH = 256
+#: Seconds to sleep between two system calls of one query. The kernel's rwsem lets a new
+#: reader take a reader-owned lock even while a writer waits, until that writer has waited
+#: RWSEM_WAIT_TIMEOUT (4 ms at HZ 250 and 1000) and asks for a handoff; back-to-back calls
+#: would therefore hold off the target's mmap/munmap for ~4 ms. A pause longer than a
+#: wake-up lets the waiting writer in after at most one call.
+DEFAULT_PAUSE_S = 0.001
 SOURCE = "move_pages"
 
 #: A query: page addresses in, one status per address out (node id, or negative errno).
@@ -94,7 +101,11 @@ class MovePages:
     Raises :class:`Unsupported` when neither is available; never guesses a number.
     """
 
-    def __init__(self, machine: str | None = None, allow_libnuma: bool = True) -> None:
+    def __init__(self, machine: str | None = None, allow_libnuma: bool = True,
+                 batch: int = MAX_BATCH, pause_s: float = DEFAULT_PAUSE_S) -> None:
+        self.batch = max(1, min(batch, MAX_BATCH))
+        self.pause_s = max(pause_s, 0.0)
+        self._last_end = -1e9  # when the last system call returned (monotonic)
         arch = machine if machine is not None else platform.machine()
         self.machine = arch
         nr = SYSCALL_NUMBERS.get(arch)
@@ -124,18 +135,25 @@ class MovePages:
     def query(self, pid: int, addresses: Sequence[int]) -> list[int]:
         """Return the status of each address of process ``pid`` (node id or -errno).
 
-        Calls the kernel in batches of at most :data:`MAX_BATCH`; raises Gone, Denied,
-        ReadFailed (classified as in the module docstring) or :class:`Unsupported`.
+        Calls the kernel in batches of at most ``batch`` pages, at least ``pause_s`` apart
+        (counted from the end of the previous call, of this query or an earlier one); raises
+        Gone, Denied, ReadFailed (classified as in the module docstring) or
+        :class:`Unsupported`.
         """
         out: list[int] = []
         where = f"move_pages({pid})"
-        for i in range(0, len(addresses), MAX_BATCH):
-            chunk = addresses[i:i + MAX_BATCH]
+        for i in range(0, len(addresses), self.batch):
+            if self.pause_s:
+                wait = self._last_end + self.pause_s - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+            chunk = addresses[i:i + self.batch]
             n = len(chunk)
             pages = (ctypes.c_void_p * n)(*chunk)
             status = (ctypes.c_int * n)(*([-errno.EINVAL] * n))
             ctypes.set_errno(0)
             rc = self._call(pid, pages, status, n)
+            self._last_end = time.monotonic()
             if rc < 0:
                 raise classify_errno(ctypes.get_errno(), where)
             out.extend(status)
