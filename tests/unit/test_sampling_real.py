@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import itertools
 import os
 import random
 import shutil
@@ -299,3 +300,42 @@ def test_reader_reports_a_missing_move_pages_as_a_read_error(tmp_path: Path) -> 
             read_sampled(pf, parse_pid_status(pf.status()), move_pages=NoMovePages())
     finally:
         _stop(p)
+
+
+def test_calls_are_spaced_by_the_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between two system calls (of one query or the next) at least pause_s passes."""
+    import numa_exporter.sources.move_pages as mod
+
+    class Clock:
+        def __init__(self) -> None:
+            self.now = 100.0
+            self.slept: list[float] = []
+
+        def monotonic(self) -> float:
+            return self.now
+
+        def sleep(self, s: float) -> None:
+            self.slept.append(s)
+            self.now += s
+
+    clock = Clock()
+    monkeypatch.setattr(mod, "time", clock)
+    try:
+        mp = MovePages(batch=16, pause_s=0.001)
+    except Unsupported as exc:
+        pytest.skip(str(exc))
+    calls: list[float] = []
+
+    def fake_call(pid: int, pages: object, status: object, n: int) -> int:
+        calls.append(clock.now)
+        clock.now += 0.0002  # the call itself takes 0.2 ms
+        return 0
+
+    monkeypatch.setattr(mp, "_call", fake_call)
+    mp.query(1, [4096] * 40)  # three calls
+    clock.now += 0.0004
+    mp.query(1, [4096])  # a fourth, 0.4 ms after the third ended
+    assert len(calls) == 4
+    gaps = [b - a - 0.0002 for a, b in itertools.pairwise(calls)]
+    assert all(g >= 0.001 - 1e-12 for g in gaps), gaps
+    assert clock.slept[0] == pytest.approx(0.001) and clock.slept[-1] == pytest.approx(0.0006)
