@@ -3,6 +3,8 @@
 
     .venv/bin/python benchmarks/sampled.py [--sizes 4,16] [--rounds 30] [--window 0.25]
                                            [--out benchmarks/results/sampled.json]
+                                           [--reader-fifo] [--no-idle] [--batch N]
+                                           [--pause-ms MS]
 
 For each size a target process maps that many GiB of anonymous memory in 4 KiB pages
 (MADV_NOHUGEPAGE, every page written) and then loops mmap/write/munmap of a 64 KiB region,
@@ -19,7 +21,9 @@ in the window, and the estimate's error against that round's full read: total by
 largest difference of any (node, kind) share of the total. Reported: medians and min-max over
 rounds, and of the paired per-round ratios (sampled/alone, full/alone worst latency; full /
 sampled read time). A size whose memory is not available (``free``'s available minus 2 GiB) is
-replaced by the largest of 16, 8, 4 GiB that fits, and the report says so. Standalone: needs
+replaced by the largest of 16, 8, 4 GiB that fits, and the report says so. The target and
+the reader are pinned to different CPUs. "net" latencies subtract the target's own run-queue
+wait (``/proc/thread-self/schedstat``), leaving lock waits and wake-ups. Standalone: needs
 only this repository's package.
 """
 
