@@ -1,0 +1,389 @@
+"""Sampled placement: estimate bytes per (node, kind) from the nodes of a few random pages.
+
+Design (see docs/architecture.md, "Sampled placement"):
+
+* **Frame.** Each mapping of ``/proc/<pid>/maps`` that can hold pages numa_maps counts is put
+  in the stratum of its kind (anon, file, shmem, hugetlb). PROT_NONE mappings, the kernel's
+  pseudo mappings (``[vdso]``, ...) and device files under ``/dev`` (other than shared memory
+  and hugetlbfs) are left out: they hold no normal pages, only virtual size.
+* **Census.** A stratum of at most ``census_pages`` virtual pages is queried page by page:
+  its bytes per node are exact.
+* **Sample.** In a bigger stratum, page addresses are drawn uniformly over its virtual pages
+  (with replacement). Pages that are not resident (``-ENOENT``/``-EFAULT``) say nothing
+  about placement and are *not* counted as samples; drawing continues until the stratum has
+  its quota of resident samples or the query budget is spent. Conditioned on being resident,
+  a uniform virtual page is a uniform resident page (THP and hugetlb pages included: every
+  base page of a huge page is resident), so the resident samples estimate the stratum's node
+  shares without bias. The stopping rule depends on residency only, not on nodes.
+* **Scaling.** Each sampled stratum's node shares are multiplied by its resident bytes from
+  ``/proc/<pid>/status`` (RssAnon, RssFile, RssShmem, HugetlbPages: counters, no page walk).
+  Census strata are counted exactly, and what status counts beyond the census bytes is shared
+  among the sampled strata in proportion to their counters (so a private file mapping's
+  copied-on-write pages, which status counts as RssAnon and numa_maps as file, are not
+  counted twice).
+* **Sample size.** The remote ratio is ``sum_k w_k r_k`` (``w_k`` a stratum's share of the
+  bytes, ``r_k`` its remote fraction, for *any* set of home nodes). With ``m_k`` resident
+  samples, ``Var = sum_k w_k^2 r_k (1 - r_k) / m_k <= sum_k w_k^2 / (4 m_k)``. Allocating
+  ``m_k >= m w_k`` (proportional to the stratum's bytes) bounds it by ``1 / (4 m)``; ``m =
+  ceil(z^2 / (4 e^2))`` for target error ``e`` at confidence ``z`` (9604 for 1 percentage
+  point at 95 %). Census strata add no variance, so the sampled strata together need only
+  ``m (W_s)^2`` samples where ``W_s`` is their share of the bytes.
+
+Pure: the page query is a function passed in, the random generator a parameter.
+"""
+
+from __future__ import annotations
+
+import bisect
+import errno
+import math
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+
+from numa_exporter.parsers.numa_maps import SHMEM_PREFIXES, Kind
+from numa_exporter.parsers.pid_maps import (
+    DEFAULT_HUGETLBFS_MOUNTS,
+    PSEUDO_PATHS,
+    MapsEntry,
+    mapping_kind,
+)
+from numa_exporter.parsers.pid_status import PidStatus
+
+#: A page query: addresses in, one status per address out (node id, or negative errno).
+PageQuery = Callable[[Sequence[int]], Sequence[int]]
+
+DEFAULT_TARGET_ERROR = 0.01
+DEFAULT_CONFIDENCE = 0.95
+#: Strata of at most this many virtual pages are queried whole (16 MiB of 4 KiB pages):
+#: less than a full sample costs, and exact where the RSS counters are least so.
+DEFAULT_CENSUS_PAGES = 4096
+#: Least resident samples a sampled stratum gets, however small its share.
+MIN_STRATUM_SAMPLES = 64
+#: Queries (resident or not) allowed per resident sample wanted, for sparse mappings.
+DEFAULT_BUDGET_FACTOR = 64
+_MAX_NODE = 1 << 12
+_NOT_RESIDENT = frozenset({-errno.ENOENT, -errno.EFAULT})
+_BATCH = 256
+
+
+def sample_size(target_error: float = DEFAULT_TARGET_ERROR,
+                confidence: float = DEFAULT_CONFIDENCE) -> int:
+    """Return the resident samples that bound the remote ratio's error by ``target_error``
+    at ``confidence`` (two-sided, normal approximation, worst case r(1-r) = 1/4)."""
+    if not 0 < target_error < 1 or not 0 < confidence < 1:
+        raise ValueError("target_error and confidence must lie in (0, 1)")
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    return math.ceil(z * z / (4 * target_error * target_error))
+
+
+def target_stderr(target_error: float = DEFAULT_TARGET_ERROR,
+                  confidence: float = DEFAULT_CONFIDENCE) -> float:
+    """Return the standard error that ``target_error`` at ``confidence`` stands for."""
+    return target_error / NormalDist().inv_cdf((1 + confidence) / 2)
+
+
+def sampleable(entry: MapsEntry,
+               hugetlbfs_mounts: tuple[str, ...] = DEFAULT_HUGETLBFS_MOUNTS) -> bool:
+    """Return True when the mapping can hold pages that numa_maps would count."""
+    if not entry.accessible:
+        return False
+    path = entry.path
+    if path is None:
+        return True
+    if path in PSEUDO_PATHS:
+        return False
+    if path.startswith("/dev/"):
+        return path.startswith(SHMEM_PREFIXES) or any(
+            path.startswith(m.rstrip("/") + "/") for m in hugetlbfs_mounts if m)
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Stratum:
+    """The virtual pages of one kind: page-aligned [start, end) ranges and their page count."""
+
+    kind: Kind
+    ranges: tuple[tuple[int, int], ...]
+    page_size: int
+    cumulative: tuple[int, ...]  # pages before each range, then the total
+
+    @property
+    def pages(self) -> int:
+        """Return the number of virtual pages in the stratum."""
+        return self.cumulative[-1] if self.cumulative else 0
+
+    def address(self, index: int) -> int:
+        """Return the address of the stratum's ``index``-th page (0 <= index < pages)."""
+        r = bisect.bisect_right(self.cumulative, index) - 1
+        return self.ranges[r][0] + (index - self.cumulative[r]) * self.page_size
+
+    def all_addresses(self) -> Iterable[int]:
+        """Yield the address of every page of the stratum, in order."""
+        for start, end in self.ranges:
+            yield from range(start, end, self.page_size)
+
+
+def build_strata(entries: Iterable[MapsEntry], page_size: int,
+                 hugetlbfs_mounts: tuple[str, ...] = DEFAULT_HUGETLBFS_MOUNTS
+                 ) -> dict[Kind, Stratum]:
+    """Return the strata (by kind) of the sampleable mappings, in address order."""
+    ranges: dict[Kind, list[tuple[int, int]]] = {}
+    for e in entries:
+        if not sampleable(e, hugetlbfs_mounts):
+            continue
+        start = e.start - e.start % page_size
+        end = -(-e.end // page_size) * page_size
+        if end > start:
+            ranges.setdefault(mapping_kind(e, hugetlbfs_mounts), []).append((start, end))
+    out: dict[Kind, Stratum] = {}
+    for kind, rs in ranges.items():
+        cum = [0]
+        for start, end in rs:
+            cum.append(cum[-1] + (end - start) // page_size)
+        out[kind] = Stratum(kind, tuple(rs), page_size, tuple(cum))
+    return out
+
+
+def status_totals(status: PidStatus) -> dict[Kind, int]:
+    """Return resident bytes per kind from status (absent fields count as 0)."""
+    return {
+        Kind.ANON: status.rss_anon or 0,
+        Kind.FILE: status.rss_file or 0,
+        Kind.SHMEM: status.rss_shmem or 0,
+        Kind.HUGETLB: status.hugetlb or 0,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class StratumResult:
+    """What was learnt about one stratum.
+
+    ``bytes`` is the resident bytes attributed to it; ``census`` True when every page was
+    queried (its bytes are then exact counts, not scaled shares).
+    """
+
+    kind: Kind
+    virtual_pages: int
+    queried: int
+    resident: int
+    node_counts: tuple[tuple[int, int], ...]
+    census: bool
+    bytes: int
+
+    def remote_fraction(self, home: frozenset[int]) -> float:
+        """Return the fraction of resident samples on nodes outside ``home`` (0 if none)."""
+        if not self.resident:
+            return 0.0
+        return sum(c for n, c in self.node_counts if n not in home) / self.resident
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementEstimate:
+    """Estimated resident bytes per (node, kind), same shape as ``NumaMaps.bytes``.
+
+    ``samples``: pages queried; ``resident_samples``: those that were resident;
+    ``unsampled_bytes``: bytes status counts that could not be placed (a stratum whose
+    samples found nothing resident within the budget, or no sampleable mapping of that
+    kind) and that are *not* in ``bytes``; ``other_errors``: statuses other than a node,
+    ``-ENOENT`` or ``-EFAULT``; ``budget_exhausted``: the query budget ran out before every
+    stratum had its quota; ``parse_errors``: malformed maps lines.
+    """
+
+    bytes: dict[tuple[int, Kind], int] = field(default_factory=dict)
+    samples: int = 0
+    resident_samples: int = 0
+    strata: tuple[StratumResult, ...] = ()
+    unsampled_bytes: int = 0
+    other_errors: int = 0
+    budget_exhausted: bool = False
+    parse_errors: int = 0  # malformed maps lines (set by the reader)
+
+    @property
+    def total_bytes(self) -> int:
+        """Return the estimated resident bytes over all nodes and kinds."""
+        return sum(self.bytes.values())
+
+    def node_bytes(self) -> dict[int, int]:
+        """Return estimated resident bytes per node, all kinds together."""
+        out: dict[int, int] = {}
+        for (node, _), b in self.bytes.items():
+            out[node] = out.get(node, 0) + b
+        return out
+
+    def remote_ratio(self, home: frozenset[int]) -> float:
+        """Return estimated remote bytes / estimated bytes (0 when there are none)."""
+        total = self.total_bytes
+        if not total:
+            return 0.0
+        return sum(b for (n, _), b in self.bytes.items() if n not in home) / total
+
+    def remote_ratio_stderr(self, home: frozenset[int]) -> float:
+        """Return the standard error of :meth:`remote_ratio` for this set of home nodes.
+
+        ``sqrt(sum_k w_k^2 r_k (1 - r_k) / m_k)`` over the sampled strata (``w_k`` their
+        share of the estimated bytes, ``r_k`` their sampled remote fraction, ``m_k`` their
+        resident samples); census strata contribute nothing. Like any plug-in estimate it is
+        0 when every sample of every stratum fell on one side; the design bound
+        (:func:`target_stderr`) is what the sample size guarantees.
+        """
+        total = self.total_bytes
+        if not total:
+            return 0.0
+        var = 0.0
+        for s in self.strata:
+            if s.census or not s.resident or not s.bytes:
+                continue
+            w = s.bytes / total
+            r = s.remote_fraction(home)
+            var += w * w * r * (1 - r) / s.resident
+        return math.sqrt(var)
+
+
+@dataclass
+class _Tally:
+    queried: int = 0
+    resident: int = 0
+    other: int = 0
+    nodes: dict[int, int] = field(default_factory=dict)
+
+    def add(self, statuses: Iterable[int]) -> None:
+        for st in statuses:
+            self.queried += 1
+            if 0 <= st <= _MAX_NODE:
+                self.resident += 1
+                self.nodes[st] = self.nodes.get(st, 0) + 1
+            elif st not in _NOT_RESIDENT:
+                self.other += 1
+
+
+def _query(query: PageQuery, addresses: Sequence[int]) -> Sequence[int]:
+    """Return the query's statuses, padded with -EFAULT if it answered too few."""
+    st = list(query(addresses))
+    if len(st) < len(addresses):
+        st.extend([-errno.EFAULT] * (len(addresses) - len(st)))
+    return st[:len(addresses)]
+
+
+def estimate_placement(
+    strata: dict[Kind, Stratum],
+    totals: dict[Kind, int],
+    query: PageQuery,
+    *,
+    target_error: float = DEFAULT_TARGET_ERROR,
+    confidence: float = DEFAULT_CONFIDENCE,
+    rng: random.Random | None = None,
+    census_pages: int = DEFAULT_CENSUS_PAGES,
+    max_queries: int | None = None,
+) -> PlacementEstimate:
+    """Return the placement estimate of one process.
+
+    ``strata``: from :func:`build_strata`; ``totals``: resident bytes per kind
+    (:func:`status_totals`); ``query``: the page query of that process (raises what it
+    raises: Gone, Denied, ...). ``max_queries`` bounds the pages queried in sampled strata
+    (default ``DEFAULT_BUDGET_FACTOR`` times the sample size); census strata are not counted
+    against it.
+    """
+    rng = rng if rng is not None else random.Random()
+    m = sample_size(target_error, confidence)
+    budget = max_queries if max_queries is not None else DEFAULT_BUDGET_FACTOR * m
+    tallies: dict[Kind, _Tally] = {}
+    census: set[Kind] = set()
+    for kind, s in strata.items():
+        if s.pages <= census_pages:
+            t = _Tally()
+            addrs = list(s.all_addresses())
+            for i in range(0, len(addrs), _BATCH):
+                batch = addrs[i:i + _BATCH]
+                t.add(_query(query, batch))
+            tallies[kind] = t
+            census.add(kind)
+    page = next(iter(strata.values())).page_size if strata else 4096
+    census_bytes = sum(tallies[k].resident for k in census) * page
+    # Status bytes of a kind without any sampleable mapping cannot be placed.
+    orphan = sum(b for k, b in totals.items() if k not in strata)
+    sampled = [k for k in strata if k not in census and totals.get(k, 0) > 0]
+    share: dict[Kind, int] = {}
+    # hugetlb has a counter of its own; anon, file and shmem share one pool, because the
+    # kernel's RSS counters and numa_maps disagree on the kind of some pages (see above).
+    pooled = [kd for kd in sampled if kd is not Kind.HUGETLB]
+    pool = sum(b for kd, b in totals.items() if kd is not Kind.HUGETLB and kd in strata)
+    pool -= sum(tallies[kd].resident for kd in census if kd is not Kind.HUGETLB) * page
+    counted = sum(totals[kd] for kd in pooled)
+    rest = max(pool, 0) if counted else 0
+    for kd in pooled:
+        share[kd] = rest * totals[kd] // counted
+    if Kind.HUGETLB in sampled:
+        share[Kind.HUGETLB] = totals[Kind.HUGETLB]
+    share_total = sum(share.values())
+    if not counted and pool > 0:
+        orphan += pool  # the pool's bytes have no sampled stratum to go to
+    # Proportional allocation; census strata need no samples.
+    quota: dict[Kind, int] = {}
+    if share_total:
+        w_s = share_total / (share_total + census_bytes)
+        m_s = math.ceil(m * w_s * w_s)
+        for k in sampled:
+            if share[k]:
+                quota[k] = max(MIN_STRATUM_SAMPLES, math.ceil(m_s * share[k] / share_total))
+    used = 0
+    exhausted = False
+    for k in quota:
+        tallies[k] = _Tally()
+    pending = list(quota)
+    while pending:
+        nxt: list[Kind] = []
+        for k in pending:
+            t = tallies[k]
+            need = quota[k] - t.resident
+            if need <= 0:
+                continue
+            left = budget - used
+            if left <= 0:
+                exhausted = True
+                continue
+            frac = (t.resident + 1) / (t.queried + 1)
+            n = min(max(16, math.ceil(need / frac * 1.1)), 4096, left)
+            s = strata[k]
+            rand, pages, addr = rng.random, s.pages, s.address
+            # int(random() * pages) is uniform to within 2^-53 for the <= 2^52 pages of
+            # any address space, and three times cheaper than randrange().
+            addrs = sorted(addr(int(rand() * pages)) for _ in range(n))
+            for i in range(0, n, _BATCH):
+                t.add(_query(query, addrs[i:i + _BATCH]))
+            used += n
+            nxt.append(k)
+        pending = nxt
+    out: dict[tuple[int, Kind], int] = {}
+    results: list[StratumResult] = []
+    unsampled = orphan
+    for kind, s in strata.items():
+        t = tallies.get(kind, _Tally())
+        if kind in census:
+            b = t.resident * page
+            for n, c in t.nodes.items():
+                out[(n, kind)] = out.get((n, kind), 0) + c * page
+        else:
+            b = share.get(kind, 0)
+            if t.resident:
+                acc = 0
+                items = sorted(t.nodes.items())
+                for i, (n, c) in enumerate(items):
+                    v = b - acc if i == len(items) - 1 else b * c // t.resident
+                    acc += v
+                    out[(n, kind)] = out.get((n, kind), 0) + v
+            else:
+                unsampled += b
+                b = 0
+        results.append(StratumResult(kind, s.pages, t.queried, t.resident,
+                                     tuple(sorted(t.nodes.items())), kind in census, b))
+    return PlacementEstimate(
+        bytes={k: v for k, v in out.items() if v},
+        samples=sum(t.queried for t in tallies.values()),
+        resident_samples=sum(t.resident for t in tallies.values()),
+        strata=tuple(results),
+        unsampled_bytes=unsampled,
+        other_errors=sum(t.other for t in tallies.values()),
+        budget_exhausted=exhausted,
+    )

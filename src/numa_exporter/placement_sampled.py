@@ -1,0 +1,149 @@
+"""Sampled placement reader: maps + status + move_pages -> PlacementEstimate, no page walk.
+
+Reading ``numa_maps`` makes the kernel walk every page table entry of the target under its
+mmap lock; for a process of hundreds of GiB that stalls its mmap/munmap/page faults for
+seconds per scan. This reader instead reads ``maps`` (the VMA list only), asks
+``move_pages(2)`` for the node of a few thousand pages (the kernel takes the mmap lock for
+16 pages at a time) and scales the shares to the resident counters of ``status``. See
+:mod:`numa_exporter.model.sampling` for the design and its error bound.
+
+PID namespaces: move_pages takes a pid of the *caller's* PID namespace, whereas the pids
+come from the procfs root the exporter was given. :func:`sampling_available` refuses
+sampling when the two namespaces differ (a container without ``--pid=host`` reading the
+host's proc at ``/host/proc``): there the pid would name another process, or none.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import errno
+import os
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+from numa_exporter.model.sampling import (
+    DEFAULT_CENSUS_PAGES,
+    DEFAULT_CONFIDENCE,
+    DEFAULT_TARGET_ERROR,
+    PlacementEstimate,
+    build_strata,
+    estimate_placement,
+    status_totals,
+)
+from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
+from numa_exporter.parsers.pid_status import PidStatus
+from numa_exporter.sources.errors import ReadFailed, SourceError
+from numa_exporter.sources.files import read_small, stream_lines
+from numa_exporter.sources.move_pages import MovePages, Unsupported
+from numa_exporter.sources.procfs import ProcessFiles
+
+_MOVE_PAGES: MovePages | None = None
+
+
+def maps_lines(files: ProcessFiles) -> Iterator[bytes]:
+    """Yield the lines of ``maps`` (the VMA list; reading it walks no page tables)."""
+    return stream_lines(files.path / "maps", "maps")
+
+
+def default_move_pages() -> MovePages:
+    """Return this machine's move_pages (made once); raise Unsupported where there is none."""
+    global _MOVE_PAGES
+    if _MOVE_PAGES is None:
+        _MOVE_PAGES = MovePages()
+    return _MOVE_PAGES
+
+
+def _ns_pids(status: bytes) -> list[int] | None:
+    """Return the NSpid values of a status file (None when absent or malformed)."""
+    for line in status.splitlines():
+        if line.startswith(b"NSpid:"):
+            parts = line[6:].split()
+            if parts and all(p.isdigit() and len(p) < 12 for p in parts):
+                return [int(p) for p in parts]
+            return None
+    return None
+
+
+def sampling_available(procfs_root: Path, move_pages: MovePages | None = None
+                       ) -> tuple[bool, str]:
+    """Return (True, how) when sampled placement works for pids of ``procfs_root``, else
+    (False, why).
+
+    Checks that move_pages exists for this architecture and kernel (a query of one of our
+    own pages), and that the procfs root shows processes of our own PID namespace: its
+    ``self/status`` must list exactly one NSpid (ours is that namespace, not a descendant)
+    equal to our pid. When we cannot see ourselves there (the root belongs to a namespace we
+    are not in), or see ourselves under another pid, sampling is disabled.
+    """
+    try:
+        mp = move_pages or default_move_pages()
+    except Unsupported as exc:
+        return False, str(exc)
+    probe = bytearray(1)
+    buf = (ctypes.c_char * 1).from_buffer(probe)
+    try:
+        mp.query(os.getpid(), [ctypes.addressof(buf)])
+    except (Unsupported, SourceError) as exc:
+        return False, f"move_pages probe failed: {exc}"
+    finally:
+        del buf
+    try:
+        text = read_small(procfs_root / "self" / "status", "status")
+    except SourceError as exc:
+        return False, (f"cannot read {procfs_root}/self/status ({exc.reason}): the procfs "
+                       "root is not of our PID namespace; pids there are not ours")
+    ns = _ns_pids(text)
+    if ns is None:
+        return False, f"{procfs_root}/self/status has no NSpid line: cannot check namespaces"
+    if len(ns) != 1 or ns[0] != os.getpid():
+        return False, (f"{procfs_root} is of another PID namespace (we are {ns} there, "
+                       f"{os.getpid()} here): move_pages would query other processes; run "
+                       "with the host's PID namespace (--pid=host, hostPID: true)")
+    return True, f"move_pages via {mp.via}"
+
+
+def read_sampled(
+    files: ProcessFiles,
+    status: PidStatus,
+    *,
+    target_error: float = DEFAULT_TARGET_ERROR,
+    confidence: float = DEFAULT_CONFIDENCE,
+    rng: random.Random | None = None,
+    move_pages: MovePages | None = None,
+    page_size: int | None = None,
+    census_pages: int = DEFAULT_CENSUS_PAGES,
+    max_queries: int | None = None,
+    hugetlbfs_mounts: tuple[str, ...] = DEFAULT_HUGETLBFS_MOUNTS,
+) -> PlacementEstimate:
+    """Return the sampled placement of one process.
+
+    ``status`` is the parsed status of the same process, read just before. Raises the
+    classified SourceError of maps or move_pages (Gone, Denied, ReadFailed; ReadFailed also
+    when this machine has no move_pages at all: call :func:`sampling_available` once first).
+    Matches the scanner's ``SampledReader`` protocol (``files, status -> estimate``).
+    """
+    try:
+        mp = move_pages or default_move_pages()
+    except Unsupported as exc:  # surfaces as a read error; sampling_available says why
+        raise ReadFailed("move_pages", f"move_pages({files.pid})",
+                         OSError(errno.ENOSYS, str(exc))) from exc
+    size = page_size or os.sysconf("SC_PAGE_SIZE")
+    maps = parse_pid_maps(maps_lines(files))
+    strata = build_strata(maps.entries, size, hugetlbfs_mounts)
+    try:
+        est = estimate_placement(
+            strata,
+            status_totals(status),
+            mp.for_pid(files.pid),
+            target_error=target_error,
+            confidence=confidence,
+            rng=rng,
+            census_pages=census_pages,
+            max_queries=max_queries,
+        )
+    except Unsupported as exc:  # ENOSYS from the kernel
+        raise ReadFailed("move_pages", f"move_pages({files.pid})",
+                         OSError(errno.ENOSYS, str(exc))) from exc
+    return dataclasses.replace(est, parse_errors=maps.error_count)
