@@ -12,7 +12,7 @@ from prometheus_client.registry import CollectorRegistry
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
 from numa_exporter.sampler import Sampler
-from numa_exporter.scanner import Scanner
+from numa_exporter.scanner import SampledReader, Scanner
 from numa_exporter.sources.accelerators import (
     AcceleratorSource,
     FixtureAcceleratorSource,
@@ -91,9 +91,27 @@ def accelerator_source(config: Config) -> AcceleratorSource | None:
         return None
 
 
+def sampled_reader(config: Config) -> SampledReader | None:
+    """Return the sampled placement reader, or None (logged with the reason) where the
+    operator turned it off or move_pages cannot name the processes of the procfs root."""
+    if config.sample_above <= 0:
+        return None
+    from numa_exporter.placement_sampled import read_sampled, sampling_available
+
+    ok, reason = sampling_available(config.roots.procfs)
+    if not ok:
+        log.warning("sampled placement unavailable; big processes are read in full on a "
+                    "slower cadence (--scan.process-budget)", reason=reason)
+        return None
+    log.info("sampled placement available", via=reason,
+             above_estimated_seconds=config.sample_above)
+    return read_sampled
+
+
 def build_app(config: Config, registry: CollectorRegistry) -> App:
     """Return the exporter's parts with the collector registered on ``registry``."""
-    scanner = Scanner(config, accelerators=accelerator_source(config))
+    scanner = Scanner(config, accelerators=accelerator_source(config),
+                      sampled=sampled_reader(config))
     sampler = Sampler(scanner, config.scan_interval)
     registry.register(SnapshotCollector(lambda: sampler.snapshot, config))
     return App(config, sampler)

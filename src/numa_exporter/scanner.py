@@ -337,12 +337,22 @@ class Scanner:
                 raise Abandoned
             yield line
 
-    def _placement(self, cand: _Candidate, method: str, deadline: float | None) -> _Placement:
-        """Return where the process's pages are, by the planned method."""
+    def _placement(self, cand: _Candidate, st: ProcessState, method: str,
+                   deadline: float | None) -> _Placement:
+        """Return where the process's pages are, by the planned method.
+
+        A sampled estimate carries the memory policies of the last full read, if any (only
+        numa_maps shows policies; they change only with mbind/set_mempolicy).
+        """
         files = cand.files
         if method == "sampled" and self.sampled is not None:
             est = self.sampled(files, cand.status)
-            return _Placement(dict(est.bytes), {}, {}, 0, "sampled", est)
+            errs = getattr(est, "parse_errors", 0)
+            if errs:
+                self.errors.parse("maps", f"{files.path}/maps", errs)
+            memory = self._known_nodes(est.bytes, f"{files.path}/maps")
+            return _Placement(memory, dict(st.policy_bytes), dict(st.policy_nodes), 0,
+                              "sampled", est)
         if self.placement is read_numa_maps:
             maps = parse_numa_maps(self._bounded(files.numa_maps(), deadline))
         else:
@@ -353,6 +363,7 @@ class Scanner:
                               line=first.lineno if first else None,
                               reason=first.reason if first else None)
         memory = self._known_nodes(maps.bytes, f"{files.path}/numa_maps")
+        st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
         return _Placement(memory, maps.policy_bytes, maps.policy_nodes,
                           getattr(maps, "off_policy_bytes", 0), "full")
 
@@ -436,7 +447,7 @@ class Scanner:
         _threads, weights, by_node = self._threads(files, st)
         # stage 2: placement
         try:
-            pl = self._placement(cand, method, deadline)
+            pl = self._placement(cand, st, method, deadline)
         except Denied:
             st.denied = True
             raise

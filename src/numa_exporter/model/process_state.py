@@ -38,6 +38,9 @@ class ProcessState:
     next_due: float = 0.0  # wall time before which the cadence planner does not read it
     last_full: float = 0.0  # wall time of the last full read
     abandoned: int = 0  # consecutive reads abandoned at the scan deadline
+    # memory policies as the last full read saw them (sampling does not see policies)
+    policy_bytes: dict[str, int] = field(default_factory=dict)
+    policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)
 
 
 class ProcessTable:
