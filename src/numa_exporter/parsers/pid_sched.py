@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 from numa_exporter.parsers._kv import to_int
 
+_MIGRATED = b"numa_pages_migrated"
+_MAX_DIGITS = 20
+
 
 @dataclass(frozen=True, slots=True)
 class PidSched:
@@ -20,14 +23,14 @@ class PidSched:
 
 
 def parse_pid_sched(data: bytes) -> PidSched:
-    """Return the NUMA fields of a sched file."""
+    """Return the NUMA fields of a sched file (numa_pages_migrated by find_pages_migrated)."""
     scalars: dict[str, int | None] = {}
     faults: dict[int, int] = {}
     current: int | None = None
     errors = 0
     for raw in data.split(b"\n"):
         text = raw.decode("utf-8", "replace").strip()
-        if text.startswith(("numa_pages_migrated", "numa_preferred_nid", "total_numa_faults")):
+        if text.startswith(("numa_preferred_nid", "total_numa_faults")):
             key, _, val = text.partition(":")
             v = to_int(val.strip())
             errors += v is None
@@ -45,11 +48,36 @@ def parse_pid_sched(data: bytes) -> PidSched:
                 errors += 1
                 continue
             faults[node] = tp + ts
+    migrated, bad = find_pages_migrated(data)
     return PidSched(
-        numa_pages_migrated=scalars.get("numa_pages_migrated"),
+        numa_pages_migrated=migrated,
         numa_preferred_nid=scalars.get("numa_preferred_nid"),
         total_numa_faults=scalars.get("total_numa_faults"),
         current_node=current,
         numa_faults=faults,
-        error_count=errors,
+        error_count=errors + bad,
     )
+
+
+def find_pages_migrated(data: bytes) -> tuple[int | None, bool]:
+    """Return (numa_pages_migrated, True if that line is malformed) without parsing the rest.
+
+    The value is None where the kernel does not print the line (no CONFIG_NUMA_BALANCING).
+    :func:`parse_pid_sched` takes the value from here.
+    """
+    at = 0
+    while True:
+        i = data.find(_MIGRATED, at)
+        if i < 0:
+            return None, False
+        at = i + len(_MIGRATED)
+        line_start = data.rfind(b"\n", 0, i) + 1
+        if data[line_start:i].strip():
+            continue  # the name inside another line
+        end = data.find(b"\n", at)
+        rest = data[at:] if end < 0 else data[at:end]
+        if rest[:1].strip() and rest[:1] != b":":
+            continue  # a longer name, e.g. numa_pages_migrated_foo
+        value = rest.partition(b":")[2].strip()
+        ok = 0 < len(value) <= _MAX_DIGITS and value.isdigit()
+        return (int(value) if ok else None), not ok
