@@ -140,6 +140,8 @@ def read_threads(
             try:
                 stat = parse_task_stat(_read_at(dfd, name + "/stat", "task_stat", task))
             except _Missing:
+                if tid == files.pid:  # the leader's entry stays while any thread lives
+                    raise Gone("task_stat", f"{task}/{name}/stat") from None
                 vanished = True
                 continue
             if stat is None:
@@ -159,7 +161,7 @@ def read_threads(
                     sched = False  # CONFIG_SCHED_DEBUG off
             out.append(ThreadReading(tid, stat.processor, stat.ticks, run_ns, migrated,
                                      slices, stat.state in _RUNNABLE))
-        if vanished and not _exists(dfd, str(files.pid), task):
+        if vanished and not _exists(dfd, f"{files.pid}/stat", task):
             raise Gone("task", f"{task}/{files.pid}")
         return out
     finally:
