@@ -200,39 +200,41 @@ class _Fields:
     stack: bool
     page_kb: int  # 0: no kernelpagesize_kB field
     pages: dict[int, int]
-    counters: list[tuple[str, int]]
 
 
-def _parse_fields(fields: bytes) -> _Fields:
-    """Return the fields after the policy; raise NumaMapsError if one is malformed."""
+_KERNEL_COUNTERS = frozenset({b"anon", b"dirty", b"mapped", b"mapmax", b"swapcache",
+                              b"active", b"writeback"})
+
+
+def _parse_fields(fields: bytes, counters: list[tuple[str, int]] | None = None) -> _Fields:
+    """Return the fields after the policy; raise NumaMapsError if one is malformed.
+
+    ``counters`` (anon=, dirty=, ...) are appended to when given.
+    """
     path: bytes | None = None
     heap = stack = huge = False
     pages: dict[int, int] = {}
-    counters: list[tuple[str, int]] = []
     page_kb = 0
     for tok in fields.split(b" "):
         if not tok:
             continue
-        if tok.startswith(b"file="):
-            path = tok[5:]
-            continue
-        if tok == b"heap":
-            heap = True
-            continue
-        if tok == b"stack":
-            stack = True
-            continue
-        if tok == b"huge":
-            huge = True
-            continue
         key, eq, val = tok.partition(b"=")
-        if not eq or not (0 < len(val) <= MAX_VALUE_DIGITS and val.isdigit()):
+        if not eq:
+            if tok == b"heap":
+                heap = True
+            elif tok == b"stack":
+                stack = True
+            elif tok == b"huge":
+                huge = True
+            else:
+                raise NumaMapsError(f"bad field {tok[:40]!r}")
+            continue
+        if key == b"file":
+            path = val
+            continue
+        if not (0 < len(val) <= MAX_VALUE_DIGITS and val.isdigit()):
             raise NumaMapsError(f"bad field {tok[:40]!r}")
-        if key == b"kernelpagesize_kB":
-            page_kb = int(val)
-            if not 0 < page_kb <= MAX_PAGE_KB:
-                raise NumaMapsError(f"page size out of range in {tok[:40]!r}")
-        elif key[:1] == b"N" and key[1:].isdigit():
+        if key[:1] == b"N" and key[1:].isdigit():
             node = _node_id(key[1:])
             if node is None:
                 raise NumaMapsError(f"node id out of range in {tok[:40]!r}")
@@ -240,13 +242,18 @@ def _parse_fields(fields: bytes) -> _Fields:
             if n > MAX_PAGES:
                 raise NumaMapsError(f"page count out of range in {tok[:40]!r}")
             pages[node] = pages.get(node, 0) + n
-        elif _COUNTER_KEY.fullmatch(key):  # anon=, dirty=, ... and future fields
-            counters.append((key.decode(), int(val)))
+        elif key == b"kernelpagesize_kB":
+            page_kb = int(val)
+            if not 0 < page_kb <= MAX_PAGE_KB:
+                raise NumaMapsError(f"page size out of range in {tok[:40]!r}")
+        elif key in _KERNEL_COUNTERS or _COUNTER_KEY.fullmatch(key):  # and future fields
+            if counters is not None:
+                counters.append((key.decode(), int(val)))
         else:
             raise NumaMapsError(f"bad field {tok[:40]!r}")
     if pages and not page_kb:
         raise NumaMapsError("node pages without kernelpagesize_kB")
-    return _Fields(_kind(path, huge), path, heap, stack, page_kb, pages, counters)
+    return _Fields(_kind(path, huge), path, heap, stack, page_kb, pages)
 
 
 def _address(text: bytes) -> int | None:
@@ -272,7 +279,8 @@ def parse_numa_maps_line(line: bytes) -> Mapping:
         raise NumaMapsError("address is not hexadecimal")
     pol_b, fields_b = _split_policy(rest)
     policy = parse_policy(pol_b)
-    f = _parse_fields(fields_b)
+    counters: list[tuple[str, int]] = []
+    f = _parse_fields(fields_b, counters)
     return Mapping(
         address=address,
         policy=policy,
@@ -282,7 +290,7 @@ def parse_numa_maps_line(line: bytes) -> Mapping:
         stack=f.stack,
         pages_by_node=tuple(sorted(f.pages.items())),
         page_size=f.page_kb * 1024,
-        counters=tuple(f.counters),
+        counters=tuple(counters),
     )
 
 
