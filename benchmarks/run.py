@@ -136,7 +136,8 @@ def print_table(results: list[dict[str, object]], daemon: list[dict[str, object]
               "scrape ms p99 | series |")
         print("|---|---|---|---|---|---|---|---|")
         for d in daemon:
-            print(f"| {d['processes']} | {d['scanned']} | {float(str(d['cpu_seconds_per_scan'])):.3f}"
+            cpu = float(str(d["cpu_seconds_per_scan"]))
+            print(f"| {d['processes']} | {d['scanned']} | {cpu:.3f}"
                   f" | {float(str(d['scan_seconds_median'])):.3f}"
                   f" | {int(str(d['rss_bytes'])) / 2**20:.0f}"
                   f" | {float(str(d['scrape_seconds_median'])) * 1e3:.1f}"
