@@ -240,3 +240,12 @@ def test_consumes_the_chunks_lazily() -> None:
     assert pulled == 100
     limited = parse_numa_maps(itertools.islice(chunks(), 3))
     assert limited.mappings == 30
+
+
+@pytest.mark.parametrize("compiled", SCANNERS)
+def test_line_longer_than_the_limit_arriving_in_pieces(compiled: bool) -> None:
+    """A line that never ends within MAX_LINE is one error; reading goes on after it."""
+    pieces = [GOOD, b"7f00 default", *[b" anon=1" * 10_000] * 20, b" N0=1\n", GOOD, GOOD]
+    r = parse_numa_maps(pieces, compiled=compiled)
+    assert (r.mappings, r.error_count) == (3, 1)
+    assert [(e.lineno, e.reason) for e in r.errors] == [(2, "line too long")]

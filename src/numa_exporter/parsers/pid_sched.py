@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from numa_exporter.parsers._kv import to_int
 
 _MIGRATED = b"numa_pages_migrated"
+_AT_LINE_START = b"\n" + _MIGRATED
 _MAX_DIGITS = 20
 
 
@@ -63,21 +64,25 @@ def find_pages_migrated(data: bytes) -> tuple[int | None, bool]:
     """Return (numa_pages_migrated, True if that line is malformed) without parsing the rest.
 
     The value is None where the kernel does not print the line (no CONFIG_NUMA_BALANCING).
+    The name must start a line, as the kernel prints it. Linear in the size of ``data``.
     :func:`parse_pid_sched` takes the value from here.
     """
-    at = 0
-    while True:
-        i = data.find(_MIGRATED, at)
+    if data.startswith(_MIGRATED):
+        i = 0
+    else:
+        i = data.find(_AT_LINE_START)
         if i < 0:
             return None, False
+        i += 1
+    while True:
         at = i + len(_MIGRATED)
-        line_start = data.rfind(b"\n", 0, i) + 1
-        if data[line_start:i].strip():
-            continue  # the name inside another line
         end = data.find(b"\n", at)
         rest = data[at:] if end < 0 else data[at:end]
-        if rest[:1].strip() and rest[:1] != b":":
-            continue  # a longer name, e.g. numa_pages_migrated_foo
-        value = rest.partition(b":")[2].strip()
-        ok = 0 < len(value) <= _MAX_DIGITS and value.isdigit()
-        return (int(value) if ok else None), not ok
+        if not rest[:1].strip() or rest[:1] == b":":  # not a longer name
+            value = rest.partition(b":")[2].strip()
+            ok = 0 < len(value) <= _MAX_DIGITS and value.isdigit()
+            return (int(value) if ok else None), not ok
+        j = data.find(_AT_LINE_START, at)
+        if j < 0:
+            return None, False
+        i = j + 1
