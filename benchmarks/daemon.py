@@ -59,13 +59,6 @@ def _wait_scans(log: Path, n: int, proc: subprocess.Popen[bytes], timeout: float
         time.sleep(0.05)
 
 
-def _value(text: str, prefix: str) -> float | None:
-    for line in text.splitlines():
-        if line.startswith(prefix + " "):
-            return float(line.split()[-1])
-    return None
-
-
 def run_daemon_case(n: int, mib: int, interval: float, scans: int, scrapes: int) -> dict[str,
                                                                                     object]:
     """Return CPU per scan, RSS, scrape latency and series count with ``n`` processes."""
@@ -87,17 +80,19 @@ def run_daemon_case(n: int, mib: int, interval: float, scans: int, scrapes: int)
         recs = _scans(log)[warm : warm + scans]
         url = f"http://127.0.0.1:{port}/metrics"
         lat: list[float] = []
-        text = ""
-        for _ in range(scrapes):
+        first = ""
+        for _ in range(scrapes):  # back to back: later scans share the CPU with them
             t0 = time.perf_counter()
             with urllib.request.urlopen(url, timeout=30) as resp:
                 text = resp.read().decode()
             lat.append(time.perf_counter() - t0)
+            first = first or text
         lat.sort()
-        series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+        series = sum(1 for line in first.splitlines() if line and not line.startswith("#"))
         return {
             "processes": n,
-            "scanned": _value(text, 'numa_exporter_processes{state="scanned"}'),
+            "scanned": statistics.median(int(str(r["processes"])) for r in recs),
+            "left_for_next_scan": max(int(str(r.get("pending", 0))) for r in recs),
             "cpu_seconds_per_scan": (cpu1 - cpu0) / scans,
             "scan_seconds_median": statistics.median(float(str(r["seconds"])) for r in recs),
             "rss_bytes": _rss_bytes(daemon.pid),

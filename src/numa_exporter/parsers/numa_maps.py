@@ -473,7 +473,9 @@ def parse_numa_maps(chunks: Iterable[bytes], *, compiled: bool | None = None) ->
 
     ``chunks`` may be lines or any pieces of the text; they are consumed one at a time (at
     most about 256 KiB plus one line is held). ``compiled`` picks the scanner: None uses the
-    compiled one where it was built, False the pure-Python one. Never raises for bad input.
+    compiled one where it was built (:data:`COMPILED`), False the pure-Python one, True the
+    compiled one (only where COMPILED). Never raises for bad input; exceptions raised by the
+    iterable (a read error, a deadline) pass through.
     """
     scan: _Scanner = _scan_compiled if (COMPILED if compiled is None else compiled) else (
         _scan_python)
