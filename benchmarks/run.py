@@ -104,13 +104,68 @@ def bench_case(case: Case, rounds: int, baseline_mods: object, seed: int) -> dic
     return out
 
 
+def synthetic_numa_maps(lines: int, distinct: bool, seed: int = 7) -> bytes:
+    """Return numa_maps text: every line alike but for its address, or a realistic mix
+    (libraries on two nodes, anonymous heaps, bound pools) with a different count per line."""
+    rng = random.Random(seed)
+    out = []
+    addr = 0x7F0000000000
+    for i in range(lines):
+        addr += 0x4000
+        n = rng.randint(1, 5000) if distinct else 2
+        r = rng.random() if distinct else 0.5
+        if r < 0.3:
+            out.append(b"%x default file=/usr/lib/x86_64-linux-gnu/lib%d.so mapped=%d "
+                       b"mapmax=3 N0=%d N1=%d kernelpagesize_kB=4\n"
+                       % (addr, i % 300, n, n // 2, n - n // 2))
+        elif r < 0.9:
+            out.append(b"%x default anon=%d dirty=%d active=0 N0=%d kernelpagesize_kB=4\n"
+                       % (addr, n, n, n))
+        else:
+            out.append(b"%x bind:1 anon=%d dirty=%d N1=%d kernelpagesize_kB=4\n"
+                       % (addr, n, n, n))
+    return b"".join(out)
+
+
+def bench_parse(rounds: int, baseline_mods: object, seed: int) -> list[dict[str, object]]:
+    """Return the parse alone (no kernel read) of 100,000 lines held in memory."""
+    from numa_exporter.parsers.numa_maps import parse_numa_maps
+
+    results = []
+    for distinct in (False, True):
+        text = synthetic_numa_maps(100_000, distinct)
+        chunks = [text[i : i + 4096] for i in range(0, len(text), 4096)]
+        lines = text.splitlines(keepends=True)
+        cs: dict[str, C.Contender] = {
+            "exporter_python": lambda c=chunks: parse_numa_maps(c, compiled=False)}
+        if COMPILED:
+            cs["exporter"] = lambda c=chunks: parse_numa_maps(c, compiled=True)
+        if baseline_mods is not None:
+            old = baseline_mods[0]  # type: ignore[index]
+            cs["baseline"] = lambda m=old, x=lines: m.parse_numa_maps(x)
+        rng = random.Random(seed)
+        times: dict[str, list[float]] = {k: [] for k in cs}
+        order = list(cs)
+        for _ in range(rounds):
+            rng.shuffle(order)
+            for name in order:
+                times[name].append(_time(cs[name]))
+        results.append({
+            "case": f"parse-100k-{'distinct' if distinct else 'alike'}-lines",
+            "median_ms": {k: statistics.median(v) * 1e3 for k, v in times.items()},
+            "times": times,
+        })
+    return results
+
+
 def _fmt_ratio(r: dict[str, float] | None) -> str:
     if r is None:
         return "-"
     return f"{r['median']:.2f} [{r['min']:.2f}-{r['max']:.2f}]"
 
 
-def print_table(results: list[dict[str, object]], daemon: list[dict[str, object]]) -> None:
+def print_table(results: list[dict[str, object]], daemon: list[dict[str, object]],
+                parse: list[dict[str, object]]) -> None:
     """Print the results as Markdown tables."""
     cols = ["raw", "numastat", "exporter", "exporter_python", "baseline"]
     print("\n| case | mappings | resident MiB | " + " | ".join(f"{c} ms" for c in cols)
@@ -131,6 +186,15 @@ def print_table(results: list[dict[str, object]], daemon: list[dict[str, object]
             assert isinstance(pt, dict)
             print(f"\n{r['case']}: per thread {pt.get('threads_warm', 0):.1f} us (steady state),"
                   f" {pt.get('threads_cold', 0):.1f} us (first scan)")
+    if parse:
+        print("\n| parse only, in memory | exporter ms | exporter_python ms | baseline ms |")
+        print("|---|---|---|---|")
+        for r in parse:
+            med = r["median_ms"]
+            assert isinstance(med, dict)
+            cells = [f"{med[c]:.1f}" if c in med else "-"
+                     for c in ("exporter", "exporter_python", "baseline")]
+            print(f"| {r['case']} | " + " | ".join(cells) + " |")
     if daemon:
         print("\n| processes | scanned | CPU s/scan | scan s | RSS MiB | scrape ms median | "
               "scrape ms p99 | series |")
@@ -154,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="git ref whose numa_maps/pid_sched parsers are timed as 'baseline'")
     ap.add_argument("--cases", help="comma-separated case names (default: all of the run)")
     ap.add_argument("--no-daemon", action="store_true", help="skip the daemon case")
+    ap.add_argument("--no-parse", action="store_true", help="skip the in-memory parse case")
     ap.add_argument("--daemon-sizes", help="comma-separated process counts (10,50,200)")
     ap.add_argument("--seed", type=int, default=1)
     ns = ap.parse_args(argv)
@@ -172,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     for i, case in enumerate(cases):
         print(f"case {case.name} ({rounds} rounds)...", file=sys.stderr, flush=True)
         results.append(bench_case(case, rounds, mods, ns.seed + i))
+    parse = []
+    if not ns.no_parse:
+        print("parse of 100,000 lines in memory...", file=sys.stderr, flush=True)
+        parse = bench_parse(min(rounds, 9), mods, ns.seed)
     daemon = []
     if not ns.no_daemon:
         sizes = [int(x) for x in (ns.daemon_sizes or ("10,50" if ns.quick else "10,50,200"))
@@ -185,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
             "baseline": ns.baseline if mods else None, "rounds": rounds,
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     ns.json.parent.mkdir(parents=True, exist_ok=True)
-    ns.json.write_text(json.dumps({"meta": meta, "cases": results, "daemon": daemon}, indent=1))
-    print_table(results, daemon)
+    ns.json.write_text(json.dumps({"meta": meta, "cases": results, "parse": parse,
+                                   "daemon": daemon}, indent=1))
+    print_table(results, daemon, parse)
     print(f"\nJSON: {ns.json}")
     return 0

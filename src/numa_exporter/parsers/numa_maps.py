@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 try:  # the compiled scanner is optional: `pip install .` without a compiler skips it
     from numa_exporter.parsers import _numa_maps_fast
@@ -192,8 +193,7 @@ def _split_policy(rest: bytes) -> tuple[bytes, bytes]:
     return pol, fields
 
 
-@dataclass(frozen=True, slots=True)
-class _Fields:
+class _Fields(NamedTuple):
     kind: Kind
     path: bytes | None
     heap: bool
@@ -234,9 +234,11 @@ def _parse_fields(fields: bytes, counters: list[tuple[str, int]] | None = None) 
             continue
         if not (0 < len(val) <= MAX_VALUE_DIGITS and val.isdigit()):
             raise NumaMapsError(f"bad field {tok[:40]!r}")
-        if key[:1] == b"N" and key[1:].isdigit():
-            node = _node_id(key[1:])
-            if node is None:
+        if key in _KERNEL_COUNTERS:
+            if counters is not None:
+                counters.append((key.decode(), int(val)))
+        elif key.startswith(b"N") and (node_b := key[1:]).isdigit():
+            if len(node_b) > 4 or (node := int(node_b)) >= MAX_NUMNODES:
                 raise NumaMapsError(f"node id out of range in {tok[:40]!r}")
             n = int(val)
             if n > MAX_PAGES:
@@ -246,7 +248,7 @@ def _parse_fields(fields: bytes, counters: list[tuple[str, int]] | None = None) 
             page_kb = int(val)
             if not 0 < page_kb <= MAX_PAGE_KB:
                 raise NumaMapsError(f"page size out of range in {tok[:40]!r}")
-        elif key in _KERNEL_COUNTERS or _COUNTER_KEY.fullmatch(key):  # and future fields
+        elif _COUNTER_KEY.fullmatch(key):  # a future lowercase field
             if counters is not None:
                 counters.append((key.decode(), int(val)))
         else:
@@ -322,7 +324,6 @@ class NumaMaps:
 # policies of valid lines, counts and the positions of the first malformed lines.
 
 _Entry = tuple[bytes, int, int, int, int]  # raw policy, kind code, page kB, node, pages
-_ErrorAt = tuple[int, int, int]  # 1-based line number, start and end offset in the text
 
 
 class _Totals:
