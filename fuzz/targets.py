@@ -57,7 +57,7 @@ def fuzz_numa_maps(data: bytes) -> None:
         assert 0 <= node < MAX_NUMNODES, node
         assert isinstance(kind, Kind) and b >= 0
     assert all(b >= 0 for b in r.policy_bytes.values())
-    assert sum(r.policy_bytes.values()) == r.total_bytes
+    assert sum(r.policy_bytes.values()) == sum(r.bytes.values())
     for (_, nodes), b in r.policy_nodes.items():
         assert _nodes_ok(nodes) and b >= 0
     for e in r.errors:
@@ -228,10 +228,8 @@ class Target:
 
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
-    Target("numa_maps", fuzz_numa_maps, ("**/numa_maps",), runs=600,
-           known="node ids up to 4096 accepted (N1412=1 ...); the kernel's MAX_NUMNODES is 1024"),
-    Target("pid_sched", fuzz_pid_sched, ("**/sched",),
-           known="negative numa_pages_migrated, total_numa_faults and current_node accepted"),
+    Target("numa_maps", fuzz_numa_maps, ("**/numa_maps",), runs=600),
+    Target("pid_sched", fuzz_pid_sched, ("**/sched",)),
     Target("pid_stat", fuzz_pid_stat, ("**/[0-9]*/stat",)),
     Target("pid_status", fuzz_pid_status, ("**/status",)),
     Target("cpulist", fuzz_cpulist, ("**/cpulist", "**/node/online", "**/node/possible",

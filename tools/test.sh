@@ -8,8 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# gcc, python3-dev: the compiled numa_maps scanner (optional for users, built and tested here)
 APT_PACKAGES=(prometheus qemu-system-x86 busybox-static numactl cpio systemd curl procps python3-venv
-              apache2-utils iproute2 openssl)
+              apache2-utils iproute2 openssl gcc python3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,4 +32,6 @@ fi
 
 .venv/bin/ruff check src tests
 .venv/bin/mypy
+# the compiled scanner must have been built, so that both scanners are tested
+export NUMA_EXPORTER_REQUIRE_COMPILED=1
 exec .venv/bin/python -m pytest "$@"

@@ -35,7 +35,7 @@ from numa_exporter.model.sampling import (
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.sources.errors import ReadFailed, SourceError
-from numa_exporter.sources.files import read_small, stream_lines
+from numa_exporter.sources.files import read_small, stream_chunks
 from numa_exporter.sources.move_pages import MovePages, Unsupported
 from numa_exporter.sources.procfs import ProcessFiles
 
@@ -44,7 +44,13 @@ _MOVE_PAGES: MovePages | None = None
 
 def maps_lines(files: ProcessFiles) -> Iterator[bytes]:
     """Yield the lines of ``maps`` (the VMA list; reading it walks no page tables)."""
-    return stream_lines(files.path / "maps", "maps")
+    rest = b""
+    for chunk in stream_chunks(files.path / "maps", "maps"):
+        *whole, rest = (rest + chunk).split(b"\n")
+        for line in whole:
+            yield line + b"\n"
+    if rest:
+        yield rest
 
 
 def default_move_pages() -> MovePages:

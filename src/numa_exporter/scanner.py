@@ -59,7 +59,7 @@ log = structlog.get_logger("numa_exporter.scanner")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 MAX_NODE_ID = 1023  # the kernel's MAX_NUMNODES is at most 1 << 10
-DEADLINE_CHECK_EVERY = 64  # numa_maps lines between two looks at the clock
+DEADLINE_CHECK_EVERY = 1  # numa_maps reads (a page of text each) between looks at the clock
 DENIED_HINT = ("grant CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (see deploy/systemd), or run "
                "as root; kernel.yama.ptrace_scope=3 denies even those")
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
+
 import pytest
 
 from numa_exporter.parsers.numa_maps import (
+    COMPILED,
     Kind,
     NumaMapsError,
     parse_numa_maps,
@@ -32,7 +36,7 @@ def test_hugetlb_counts_huge_pages() -> None:
     )
     assert m.kind is Kind.HUGETLB
     assert m.path == "/anon_hugepage (deleted)"
-    assert m.total_bytes == 64 * MiB
+    assert m.bytes_by_node == {1: 64 * MiB}
 
 
 def test_gigantic_pages() -> None:
@@ -64,7 +68,7 @@ def test_policies(policy: str, name: str, flags: set[str], nodes: set[int]) -> N
     assert m.policy.name == name
     assert m.policy.flags == flags
     assert m.policy.nodes == nodes
-    assert m.total_bytes == 8192
+    assert sum(m.bytes_by_node.values()) == 8192
 
 
 @pytest.mark.parametrize(
@@ -88,7 +92,7 @@ def test_kinds_and_paths(path_field: bytes, kind: Kind, path: str | None) -> Non
 
 def test_untouched_mapping_has_no_pages() -> None:
     m = parse_numa_maps_line(b"7fff2f9a4000 bind:1")
-    assert m.total_bytes == 0
+    assert m.bytes_by_node == {}
     assert m.page_size == 0
 
 
@@ -142,3 +146,106 @@ def test_file_totals_count_errors_and_keep_going() -> None:
                        (1, Kind.HUGETLB): 32 * 2 * MiB}
     assert r.node_bytes() == {0: 37 * 4096, 1: 3 * 4096 + 64 * MiB}
     assert r.policy_bytes == {"bind": 3 * 4096 + 37 * 4096 + 64 * MiB}
+
+
+SCANNERS = [pytest.param(False, id="python"),
+            pytest.param(True, id="compiled",
+                         marks=pytest.mark.skipif(not COMPILED, reason="not built"))]
+GOOD = b"7f00 default anon=1 N0=1 kernelpagesize_kB=4\n"
+
+
+@pytest.mark.parametrize("compiled", SCANNERS)
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"1000 bind:" + b"1" * 5000 + b" N0=1 kernelpagesize_kB=4\n",  # int() digit limit
+        b"1000 bind:" + b"1-" + b"9" * 5000 + b" N0=1 kernelpagesize_kB=4\n",
+        b"1000 default N0=" + b"9" * 20 + b" kernelpagesize_kB=4\n",
+        b"1000 default N0=1099511627777 kernelpagesize_kB=4\n",  # 2**40 + 1 pages
+        b"1000 default N1024=1 kernelpagesize_kB=4\n",  # MAX_NUMNODES is 1024
+        b"1000 bind:1024 N0=1 kernelpagesize_kB=4\n",
+        b"1000 default N0=1 kernelpagesize_kB=16777217\n",  # above 16 GiB pages
+        b"1000 default N0=1 kernelpagesize_kB=" + b"9" * 5000 + b"\n",
+        b"1000 default " + b"N0=1 " * 300_000 + b"kernelpagesize_kB=4\n",  # over MAX_LINE
+    ],
+)
+def test_out_of_range_values_are_line_errors(line: bytes, compiled: bool) -> None:
+    r = parse_numa_maps([GOOD, line, GOOD], compiled=compiled)
+    assert (r.mappings, r.error_count) == (2, 1)
+    assert [e.lineno for e in r.errors] == [2]
+    assert r.bytes == {(0, Kind.ANON): 2 * 4096}
+
+
+@pytest.mark.parametrize("compiled", SCANNERS)
+def test_largest_values_in_range_are_kept(compiled: bool) -> None:
+    line = b"1000 bind:1023 N1023=1099511627776 kernelpagesize_kB=16777216\n"
+    r = parse_numa_maps([line], compiled=compiled)
+    assert r.error_count == 0
+    assert r.bytes == {(1023, Kind.ANON): (1 << 40) * (16 << 30)}
+    assert r.policy_nodes == {("bind", frozenset({1023})): (1 << 40) * (16 << 30)}
+
+
+def test_reference_parser_rejects_what_the_kernel_never_prints() -> None:
+    for line in [b"7F00 default", b"0x7f default", b"-1 default", b"7f00 bind=",
+                 b"7f00 bind:", b"7f00 bind=static|:1", b"1ffffffffffffffff default"]:
+        with pytest.raises(NumaMapsError):
+            parse_numa_maps_line(line)
+
+
+@pytest.mark.parametrize("compiled", SCANNERS)
+def test_chunks_may_cut_lines_anywhere(compiled: bool) -> None:
+    text = (b"55a9 bind:1 heap anon=3 dirty=3 N1=3 kernelpagesize_kB=4\n"
+            b"junk\n"
+            b"7fc6 weighted interleave:0-1 file=/dev/shm/kv mapped=8 N0=4 N1=4 "
+            b"kernelpagesize_kB=4\n"
+            b"7f4a bind:1 file=/anon_hugepage\\040(deleted) huge N1=32 kernelpagesize_kB=2048")
+    whole = parse_numa_maps([text], compiled=compiled)
+    assert whole.mappings == 3 and [e.lineno for e in whole.errors] == [2]
+    assert whole.bytes == {(1, Kind.ANON): 3 * 4096, (0, Kind.SHMEM): 4 * 4096,
+                           (1, Kind.SHMEM): 4 * 4096, (1, Kind.HUGETLB): 64 * MiB}
+    assert whole.policy_bytes == {"bind": 3 * 4096 + 64 * MiB,
+                                  "weighted_interleave": 8 * 4096}
+    for size in (1, 7, 64):
+        pieces = [text[i : i + size] for i in range(0, len(text), size)]
+        assert parse_numa_maps(pieces, compiled=compiled) == whole
+
+
+@pytest.mark.parametrize("compiled", SCANNERS)
+def test_many_alike_lines_and_many_policies(compiled: bool) -> None:
+    lines = [b"%x default anon=2 dirty=2 N0=2 kernelpagesize_kB=4\n" % (i << 12)
+             for i in range(50_000)]
+    lines += [b"%x bind:%d N%d=1 kernelpagesize_kB=4\n" % (i << 12, i % 200, i % 200)
+              for i in range(1000)]
+    r = parse_numa_maps(lines, compiled=compiled)
+    assert r.mappings == 51_000 and r.error_count == 0
+    assert r.bytes[(0, Kind.ANON)] == 100_000 * 4096 + 5 * 4096
+    assert r.policy_bytes == {"default": 100_000 * 4096, "bind": 1000 * 4096}
+    assert len(r.policy_nodes) == 201
+    assert r.policy_nodes[("bind", frozenset({7}))] == 5 * 4096
+
+
+def test_consumes_the_chunks_lazily() -> None:
+    """A caller can abandon a read part way: nothing is pulled ahead of the parse."""
+    pulled = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal pulled
+        for _ in range(100):
+            pulled += 1
+            yield GOOD * 10
+        raise TimeoutError("deadline")
+
+    with pytest.raises(TimeoutError):
+        parse_numa_maps(chunks())
+    assert pulled == 100
+    limited = parse_numa_maps(itertools.islice(chunks(), 3))
+    assert limited.mappings == 30
+
+
+@pytest.mark.parametrize("compiled", SCANNERS)
+def test_line_longer_than_the_limit_arriving_in_pieces(compiled: bool) -> None:
+    """A line that never ends within MAX_LINE is one error; reading goes on after it."""
+    pieces = [GOOD, b"7f00 default", *[b" anon=1" * 10_000] * 20, b" N0=1\n", GOOD, GOOD]
+    r = parse_numa_maps(pieces, compiled=compiled)
+    assert (r.mappings, r.error_count) == (3, 1)
+    assert [(e.lineno, e.reason) for e in r.errors] == [(2, "line too long")]

@@ -11,17 +11,31 @@ Bytes on a node are ``N<node> x kernelpagesize_kB x 1024``: hugetlb lines count 
 inside an ordinary mapping is counted in base pages. The total of a line is the sum of its
 ``N<node>`` fields (``mapped=``/``active=`` are often omitted).
 
-:func:`parse_numa_maps` consumes lines one at a time so the caller can stream the file.
+The grammar lives in one place, :func:`parse_numa_maps_line` (the reference parser, which
+builds a full :class:`Mapping`). :func:`parse_numa_maps` totals a whole file given as an
+iterable of byte chunks (lines or arbitrary pieces of the text), consumed lazily; it uses the
+compiled scanner ``_numa_maps_fast`` when the package was built with a C compiler and a
+pure-Python loop over the reference parser otherwise. A property test holds both to the
+reference parser. Every line is bounded work: node ids are below the kernel's MAX_NUMNODES,
+page counts at most 2**40, page sizes at most 16 GiB, policies at most 63 bytes (the size of
+the kernel's buffer) and lines at most :data:`MAX_LINE` bytes; anything else is a counted
+line error, never an exception.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
-from numa_exporter.parsers.cpulist import parse_cpulist
+try:  # the compiled scanner is optional: `pip install .` without a compiler skips it
+    from numa_exporter.parsers import _numa_maps_fast
+except ImportError:  # pragma: no cover - depends on the build
+    _numa_maps_fast = None  # type: ignore[assignment]
+
+COMPILED = _numa_maps_fast is not None
 
 
 class Kind(StrEnum):
@@ -43,15 +57,28 @@ POLICIES: dict[str, str] = {
     "weighted interleave": "weighted_interleave",
     "prefer (many)": "prefer_many",
 }
-_MULTIWORD = ("weighted interleave", "prefer (many)")
+_POLICIES_B = {k.encode(): v for k, v in POLICIES.items()}
+_MULTIWORD = (b"weighted interleave", b"prefer (many)")
+_FLAGS = frozenset({b"static", b"relative", b"balancing"})
 STRICT_POLICIES = frozenset({"bind", "interleave", "weighted_interleave", "prefer_many"})
 
-# Paths (after unescaping) whose mappings are shared memory rather than ordinary files.
+# Paths whose mappings are shared memory rather than ordinary files. Matched on the path as
+# the kernel prints it (seq_path escapes only "\n\t= ", never these prefixes).
 SHMEM_PREFIXES = ("/dev/shm/", "/run/shm/", "/SYSV", "/memfd:", "/dev/zero", "/i915")
+_SHMEM_PREFIXES_B = tuple(p.encode() for p in SHMEM_PREFIXES)
+
+MAX_NUMNODES = 1024  # node ids are 0..1023 (CONFIG_NODES_SHIFT at most 10)
+MAX_PAGES = 1 << 40  # pages of one node in one mapping: 4 PiB of 4 KiB pages
+MAX_PAGE_KB = 1 << 24  # 16 GiB, the largest huge page any architecture has
+MAX_POLICY = 63  # show_numa_map() formats the policy into a 64-byte buffer
+MAX_VALUE_DIGITS = 20  # any field value: an unsigned long
+MAX_LINE = 1 << 20  # far above the longest line the kernel writes (~40 KiB)
+MAX_KEPT_ERRORS = 5
+_BATCH = 256 << 10  # text handed to the line scanner at once
+_HEX = b"0123456789abcdef"
 _OCTAL = re.compile(rb"\\([0-7]{3})")
-_MAX_NODE = 1 << 12
-_COUNTER_KEY = re.compile(r"[a-z][a-z0-9_]*")
-_COUNTER_KEY_B = re.compile(rb"[a-z][a-z0-9_]*")
+_COUNTER_KEY = re.compile(rb"[a-z][a-z0-9_]*")
+_KIND_OF = (Kind.ANON, Kind.FILE, Kind.SHMEM, Kind.HUGETLB)  # index = compiled kind code
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,18 +101,13 @@ class Mapping:
     heap: bool
     stack: bool
     pages_by_node: tuple[tuple[int, int], ...]
-    page_size: int  # bytes; 0 when the line has no pages
+    page_size: int  # bytes; 0 when the line has no kernelpagesize_kB
     counters: tuple[tuple[str, int], ...]  # anon=, dirty=, mapped=, ... as printed
 
     @property
     def bytes_by_node(self) -> dict[int, int]:
         """Return resident bytes per node."""
         return {n: p * self.page_size for n, p in self.pages_by_node}
-
-    @property
-    def total_bytes(self) -> int:
-        """Return the resident bytes of the mapping (sum over nodes)."""
-        return sum(p for _, p in self.pages_by_node) * self.page_size
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,110 +129,169 @@ def _unescape(raw: bytes) -> str:
     )
 
 
-def _parse_policy(text: str) -> Policy:
-    name, _, nodes_s = text.partition(":")
-    base, _, flag_s = name.partition("=")
-    label = POLICIES.get(base)
+def _node_id(text: bytes) -> int | None:
+    """Return a node id written with 1-4 digits and below MAX_NUMNODES, else None."""
+    if not (0 < len(text) <= 4 and text.isdigit()):
+        return None
+    n = int(text)
+    return n if n < MAX_NUMNODES else None
+
+
+def _parse_nodelist(text: bytes) -> frozenset[int]:
+    """Return the nodes of a list such as ``0-3,8``; raise NumaMapsError if malformed."""
+    out: set[int] = set()
+    for part in text.split(b","):
+        lo_b, dash, hi_b = part.partition(b"-")
+        lo = _node_id(lo_b)
+        hi = _node_id(hi_b) if dash else lo
+        if lo is None or hi is None or hi < lo:
+            raise NumaMapsError(f"bad policy nodes {text[:40]!r}")
+        out.update(range(lo, hi + 1))
+    return frozenset(out)
+
+
+def parse_policy(raw: bytes) -> Policy:
+    """Return the policy printed as ``raw`` (``bind=static:0-1``); raise NumaMapsError if bad."""
+    if len(raw) > MAX_POLICY:
+        raise NumaMapsError("policy longer than the kernel prints")
+    head, colon, nodes_b = raw.partition(b":")
+    base, eq, flags_b = head.partition(b"=")
+    label = _POLICIES_B.get(base)
     if label is None:
-        raise NumaMapsError(f"unknown policy {base!r}")
-    flags = frozenset(f for f in flag_s.split("|") if f) if flag_s else frozenset()
-    if not flags <= {"static", "relative", "balancing"}:
-        raise NumaMapsError(f"unknown policy flags {flag_s!r}")
-    nodes: frozenset[int] = frozenset()
-    if nodes_s:
-        parsed = parse_cpulist(nodes_s)
-        if parsed is None:
-            raise NumaMapsError(f"bad policy nodes {nodes_s!r}")
-        nodes = parsed
+        raise NumaMapsError(f"unknown policy {base[:40]!r}")
+    flags: frozenset[str] = frozenset()
+    if eq:
+        parts = flags_b.split(b"|")
+        if not all(p in _FLAGS for p in parts):
+            raise NumaMapsError(f"unknown policy flags {flags_b[:40]!r}")
+        flags = frozenset(p.decode() for p in parts)
+    nodes = _parse_nodelist(nodes_b) if colon else frozenset()
     return Policy(label, flags, nodes)
 
 
-def classify(path: str | None, huge: bool) -> Kind:
-    """Return the kind of memory a mapping with this ``file=`` path and ``huge`` flag holds."""
+def _kind(path: bytes | None, huge: bool) -> Kind:
     if huge:
         return Kind.HUGETLB
     if path is None:
         return Kind.ANON
-    if path.startswith(SHMEM_PREFIXES):
-        return Kind.SHMEM
-    return Kind.FILE
+    return Kind.SHMEM if path.startswith(_SHMEM_PREFIXES_B) else Kind.FILE
+
+
+def classify(path: str | None, huge: bool) -> Kind:
+    """Return the kind of memory a mapping with this ``file=`` path and ``huge`` flag holds."""
+    return _kind(None if path is None else path.encode("utf-8", "surrogateescape"), huge)
+
+
+def _split_policy(rest: bytes) -> tuple[bytes, bytes]:
+    """Return (policy text, fields) of a line after its address."""
+    for mw in _MULTIWORD:
+        n = len(mw)
+        if rest.startswith(mw) and (len(rest) == n or rest[n] in b":= "):
+            end = rest.find(b" ", n)
+            return (rest, b"") if end < 0 else (rest[:end], rest[end + 1 :])
+    pol, _, fields = rest.partition(b" ")
+    return pol, fields
+
+
+class _Fields(NamedTuple):
+    kind: Kind
+    path: bytes | None
+    heap: bool
+    stack: bool
+    page_kb: int  # 0: no kernelpagesize_kB field
+    pages: dict[int, int]
+
+
+_KERNEL_COUNTERS = frozenset({b"anon", b"dirty", b"mapped", b"mapmax", b"swapcache",
+                              b"active", b"writeback"})
+
+
+def _parse_fields(fields: bytes, counters: list[tuple[str, int]] | None = None) -> _Fields:
+    """Return the fields after the policy; raise NumaMapsError if one is malformed.
+
+    ``counters`` (anon=, dirty=, ...) are appended to when given.
+    """
+    path: bytes | None = None
+    heap = stack = huge = False
+    pages: dict[int, int] = {}
+    page_kb = 0
+    for tok in fields.split(b" "):
+        if not tok:
+            continue
+        key, eq, val = tok.partition(b"=")
+        if not eq:
+            if tok == b"heap":
+                heap = True
+            elif tok == b"stack":
+                stack = True
+            elif tok == b"huge":
+                huge = True
+            else:
+                raise NumaMapsError(f"bad field {tok[:40]!r}")
+            continue
+        if key == b"file":
+            path = val
+            continue
+        if not (0 < len(val) <= MAX_VALUE_DIGITS and val.isdigit()):
+            raise NumaMapsError(f"bad field {tok[:40]!r}")
+        if key in _KERNEL_COUNTERS:
+            if counters is not None:
+                counters.append((key.decode(), int(val)))
+        elif key.startswith(b"N") and (node_b := key[1:]).isdigit():
+            if len(node_b) > 4 or (node := int(node_b)) >= MAX_NUMNODES:
+                raise NumaMapsError(f"node id out of range in {tok[:40]!r}")
+            n = int(val)
+            if n > MAX_PAGES:
+                raise NumaMapsError(f"page count out of range in {tok[:40]!r}")
+            pages[node] = pages.get(node, 0) + n
+        elif key == b"kernelpagesize_kB":
+            page_kb = int(val)
+            if not 0 < page_kb <= MAX_PAGE_KB:
+                raise NumaMapsError(f"page size out of range in {tok[:40]!r}")
+        elif _COUNTER_KEY.fullmatch(key):  # a future lowercase field
+            if counters is not None:
+                counters.append((key.decode(), int(val)))
+        else:
+            raise NumaMapsError(f"bad field {tok[:40]!r}")
+    if pages and not page_kb:
+        raise NumaMapsError("node pages without kernelpagesize_kB")
+    return _Fields(_kind(path, huge), path, heap, stack, page_kb, pages)
+
+
+def _address(text: bytes) -> int | None:
+    """Return a lowercase hex address of 1-16 digits, else None."""
+    if not (0 < len(text) <= 16) or text.translate(None, _HEX):
+        return None
+    return int(text, 16)
 
 
 def parse_numa_maps_line(line: bytes) -> Mapping:
-    """Return the mapping described by one numa_maps line; raise NumaMapsError if malformed."""
-    text = line.rstrip(b"\n")
-    addr_b, sep, rest_b = text.partition(b" ")
-    if not sep or not addr_b:
-        raise NumaMapsError("no policy after address")
-    try:
-        address = int(addr_b, 16)
-    except ValueError:
-        raise NumaMapsError("address is not hexadecimal") from None
-    try:
-        rest = rest_b.decode("ascii")
-    except UnicodeDecodeError:
-        # Only file= paths may carry non-ASCII bytes; split on the raw bytes instead.
-        rest = rest_b.decode("ascii", "surrogateescape")
-    policy_text = None
-    for mw in _MULTIWORD:
-        if rest.startswith(mw) and (len(rest) == len(mw) or rest[len(mw)] in ":= "):
-            end = rest.find(" ", len(mw))
-            policy_text = rest if end < 0 else rest[:end]
-            rest = "" if end < 0 else rest[end + 1 :]
-            break
-    if policy_text is None:
-        policy_text, _, rest = rest.partition(" ")
-    policy = _parse_policy(policy_text)
+    """Return the mapping described by one numa_maps line; raise NumaMapsError if malformed.
 
-    path: str | None = None
-    heap = stack = huge = False
-    pages: dict[int, int] = {}
+    The reference grammar: the compiled and the pure-Python totals agree with it.
+    """
+    text = line.rstrip(b"\n")
+    if len(text) > MAX_LINE:
+        raise NumaMapsError("line too long")
+    addr_b, sep, rest = text.partition(b" ")
+    if not sep:
+        raise NumaMapsError("no policy after address")
+    address = _address(addr_b)
+    if address is None:
+        raise NumaMapsError("address is not hexadecimal")
+    pol_b, fields_b = _split_policy(rest)
+    policy = parse_policy(pol_b)
     counters: list[tuple[str, int]] = []
-    page_kb: int | None = None
-    for tok in rest.split(" "):
-        if not tok:
-            continue
-        if tok.startswith("file="):
-            raw = tok[5:].encode("ascii", "surrogateescape")
-            path = _unescape(raw)
-            continue
-        if tok == "heap":
-            heap = True
-            continue
-        if tok == "stack":
-            stack = True
-            continue
-        if tok == "huge":
-            huge = True
-            continue
-        key, eq, val = tok.partition("=")
-        if not eq or not val.isascii() or not val.isdigit() or len(val) > 20:
-            raise NumaMapsError(f"bad field {tok[:40]!r}")
-        n = int(val)
-        if key == "kernelpagesize_kB":
-            page_kb = n
-        elif key.startswith("N") and key[1:].isascii() and key[1:].isdigit():
-            if len(key) > 6 or int(key[1:]) > _MAX_NODE:
-                raise NumaMapsError(f"node id out of range in {tok[:40]!r}")
-            node = int(key[1:])
-            pages[node] = pages.get(node, 0) + n
-        elif _COUNTER_KEY.fullmatch(key):  # anon=, dirty=, ... and future fields
-            counters.append((key, n))
-        else:
-            raise NumaMapsError(f"bad field {tok[:40]!r}")
-    if pages and page_kb is None:
-        raise NumaMapsError("node pages without kernelpagesize_kB")
-    if page_kb is not None and page_kb <= 0:
-        raise NumaMapsError("kernelpagesize_kB is zero")
+    f = _parse_fields(fields_b, counters)
     return Mapping(
         address=address,
         policy=policy,
-        kind=classify(path, huge),
-        path=path,
-        heap=heap,
-        stack=stack,
-        pages_by_node=tuple(sorted(pages.items())),
-        page_size=(page_kb or 0) * 1024,
+        kind=f.kind,
+        path=None if f.path is None else _unescape(f.path),
+        heap=f.heap,
+        stack=f.stack,
+        pages_by_node=tuple(sorted(f.pages.items())),
+        page_size=f.page_kb * 1024,
         counters=tuple(counters),
     )
 
@@ -226,15 +307,9 @@ class NumaMaps:
     bytes: dict[tuple[int, Kind], int] = field(default_factory=dict)
     policy_bytes: dict[str, int] = field(default_factory=dict)
     policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)
-    policy_flags: frozenset[str] = frozenset()
     mappings: int = 0
     errors: tuple[ParseError, ...] = ()
     error_count: int = 0
-
-    @property
-    def total_bytes(self) -> int:
-        """Return resident bytes over all nodes and kinds."""
-        return sum(self.bytes.values())
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node, all kinds together."""
@@ -243,155 +318,196 @@ class NumaMaps:
             out[node] = out.get(node, 0) + b
         return out
 
-    def nodes(self) -> frozenset[int]:
-        """Return the nodes holding any of the process's pages."""
-        return frozenset(n for (n, _), b in self.bytes.items() if b)
+
+# --- totals -------------------------------------------------------------------------------
+# Both scanners report into _Totals: pages per (raw policy, kind code, page kB, node), the raw
+# policies of valid lines, counts and the positions of the first malformed lines.
+
+_Entry = tuple[bytes, int, int, int, int]  # raw policy, kind code, page kB, node, pages
 
 
-MAX_KEPT_ERRORS = 5
+class _Totals:
+    __slots__ = ("cache", "errors", "mappings", "n_err", "pages", "policies", "policy_ok")
 
+    def __init__(self) -> None:
+        self.pages: dict[tuple[bytes, int, int, int], int] = {}
+        self.policies: set[bytes] = set()
+        self.policy_ok: dict[bytes, Policy | None] = {}
+        self.cache: dict[bytes, tuple[bytes, int, int, tuple[tuple[int, int], ...]] | None] = {}
+        self.mappings = 0
+        self.n_err = 0
+        self.errors: list[ParseError] = []
 
-_SHMEM_PREFIXES_B = tuple(p.encode() for p in SHMEM_PREFIXES)
-
-
-def _kind_b(path: bytes | None, huge: bool) -> Kind:
-    """Return :func:`classify` of a still-escaped path (escapes never touch the prefixes)."""
-    if huge:
-        return Kind.HUGETLB
-    if path is None:
-        return Kind.ANON
-    return Kind.SHMEM if path.startswith(_SHMEM_PREFIXES_B) else Kind.FILE
-
-
-def _policy_cached(cache: dict[bytes, Policy], raw: bytes) -> Policy:
-    pol = cache.get(raw)
-    if pol is None:
-        pol = _parse_policy(raw.decode("ascii", "surrogateescape"))
-        if len(cache) < 256:
-            cache[raw] = pol
-    return pol
-
-
-# The kernel's own field order; a line that does not fit goes to the token parser below.
-_LINE_RE = re.compile(
-    rb"[0-9a-f]{1,16} (weighted interleave\S*|prefer \(many\)\S*|\S+)"
-    rb"(?: file=(\S+)| heap| stack)?( huge)?(?: [a-z][a-z0-9_]*=\d{1,20})*"
-    rb"((?: N\d{1,4}=\d{1,20})*) kernelpagesize_kB=([1-9]\d{0,19})"
-)
-_NODE_RE = re.compile(rb" N(\d+)=(\d+)")
-
-
-def _regex_line(line: bytes, cache: dict[bytes, Policy]
-                ) -> tuple[Policy, Kind, int, list[tuple[int, int]]] | None:
-    """Return what :func:`_token_line` returns for a line in the kernel's order, else None."""
-    m = _LINE_RE.fullmatch(line)
-    if m is None:
-        return None
-    raw_pol, path, huge, nodes_b, kps = m.groups()
-    pages = [(int(a), int(b)) for a, b in _NODE_RE.findall(nodes_b)]
-    if any(n > _MAX_NODE for n, _ in pages):
-        return None
-    return _policy_cached(cache, raw_pol), _kind_b(path, bool(huge)), int(kps) * 1024, pages
-
-
-def _token_line(line: bytes, cache: dict[bytes, Policy]
-               ) -> tuple[Policy, Kind, int, list[tuple[int, int]]]:
-    """Return (policy, kind, page size, [(node, pages)]) of a line; NumaMapsError if bad.
-
-    Agrees with :func:`parse_numa_maps_line` (a property test holds them together) but does
-    not build a Mapping or keep counters.
-    """
-    parts = line.split(b" ")
-    if len(parts) < 2 or not parts[0]:
-        raise NumaMapsError("no policy after address")
-    try:
-        int(parts[0], 16)
-    except ValueError:
-        raise NumaMapsError("address is not hexadecimal") from None
-    i = 2
-    raw_pol = parts[1]
-    if raw_pol in (b"weighted", b"prefer") and len(parts) > 2 and (
-        (raw_pol == b"weighted" and parts[2].startswith(b"interleave"))
-        or (raw_pol == b"prefer" and parts[2].startswith(b"(many)"))
-    ):
-        raw_pol = raw_pol + b" " + parts[2]
-        i = 3
-    policy = _policy_cached(cache, raw_pol)
-    huge = False
-    path: bytes | None = None
-    page_kb = -1
-    pages: list[tuple[int, int]] = []
-    for tok in parts[i:]:
-        if not tok:
-            continue
-        if tok.startswith(b"file="):
-            path = tok[5:]
-            continue
-        if tok == b"huge":
-            huge = True
-            continue
-        if tok == b"heap" or tok == b"stack":
-            continue
-        key, eq, val = tok.partition(b"=")
-        if not eq or not val.isdigit() or len(val) > 20:
-            raise NumaMapsError(f"bad field {tok[:40]!r}")
-        if key[:1] == b"N" and key[1:].isdigit():
-            if len(key) > 6 or int(key[1:]) > _MAX_NODE:
-                raise NumaMapsError(f"node id out of range in {tok[:40]!r}")
-            pages.append((int(key[1:]), int(val)))
-        elif key == b"kernelpagesize_kB":
-            page_kb = int(val)
-        elif not _COUNTER_KEY_B.fullmatch(key):
-            raise NumaMapsError(f"bad field {tok[:40]!r}")
-    if pages and page_kb < 0:
-        raise NumaMapsError("node pages without kernelpagesize_kB")
-    if page_kb == 0:
-        raise NumaMapsError("kernelpagesize_kB is zero")
-    return policy, _kind_b(path, huge), max(page_kb, 0) * 1024, pages
-
-
-def parse_numa_maps(lines: Iterable[bytes]) -> NumaMaps:
-    """Return the totals of a numa_maps text given line by line; malformed lines are counted."""
-    by: dict[tuple[int, Kind], int] = {}
-    pol: dict[str, int] = {}
-    pol_nodes: dict[tuple[str, frozenset[int]], int] = {}
-    flags: set[str] = set()
-    errors: list[ParseError] = []
-    cache: dict[bytes, Policy] = {}
-    n_err = 0
-    n_map = 0
-    for lineno, raw in enumerate(lines, 1):
-        line = raw.rstrip(b"\n")
-        if not line.strip():
-            continue
+    def check_policy(self, raw: bytes) -> bool:
+        """Return whether ``raw`` is a valid policy (parsed once, kept for the result)."""
+        if raw in self.policy_ok:
+            return self.policy_ok[raw] is not None
         try:
-            hit = _regex_line(line, cache)
-            policy, kind, page_size, pages = hit or _token_line(line, cache)
-        except NumaMapsError as exc:
-            n_err += 1
-            if len(errors) < MAX_KEPT_ERRORS:
-                errors.append(
-                    ParseError(lineno, str(exc), line[:80].decode("ascii", "backslashreplace"))
-                )
-            continue
-        n_map += 1
-        if policy.flags:
-            flags.update(policy.flags)
-        total = 0
-        for node, n in pages:
-            b = n * page_size
-            key = (node, kind)
+            pol: Policy | None = parse_policy(raw)
+        except NumaMapsError:
+            pol = None
+        if len(self.policy_ok) < 4096:
+            self.policy_ok[raw] = pol
+        return pol is not None
+
+    def error(self, lineno: int, line: bytes, reason: str = "") -> None:
+        self.n_err += 1
+        if len(self.errors) < MAX_KEPT_ERRORS:
+            if not reason:
+                try:
+                    parse_numa_maps_line(line)
+                    reason = "malformed line"  # pragma: no cover - the scanners agree
+                except NumaMapsError as exc:
+                    reason = str(exc)
+            self.errors.append(
+                ParseError(lineno, reason, line[:80].decode("ascii", "backslashreplace"))
+            )
+
+    def add(self, entries: Iterable[_Entry], seen: Iterable[bytes]) -> None:
+        pages = self.pages
+        for pol, kind, kb, node, n in entries:
+            key = (pol, kind, kb, node)
+            pages[key] = pages.get(key, 0) + n
+        self.policies.update(seen)
+
+    def result(self) -> NumaMaps:
+        by: dict[tuple[int, Kind], int] = {}
+        pol_bytes: dict[str, int] = {}
+        pol_nodes: dict[tuple[str, frozenset[int]], int] = {}
+        policies: dict[bytes, Policy] = {}
+        for raw in self.policies:
+            pol = self.policy_ok.get(raw) or parse_policy(raw)  # valid: it was checked
+            policies[raw] = pol
+            pol_bytes.setdefault(pol.name, 0)
+            pol_nodes.setdefault((pol.name, pol.nodes), 0)
+        for (raw, kind, kb, node), n in self.pages.items():
+            b = n * kb * 1024
+            key = (node, _KIND_OF[kind])
             by[key] = by.get(key, 0) + b
-            total += b
-        pol[policy.name] = pol.get(policy.name, 0) + total
-        pk = (policy.name, policy.nodes)
-        pol_nodes[pk] = pol_nodes.get(pk, 0) + total
-    return NumaMaps(
-        bytes=by,
-        policy_bytes=pol,
-        policy_nodes=pol_nodes,
-        policy_flags=frozenset(flags),
-        mappings=n_map,
-        errors=tuple(errors),
-        error_count=n_err,
+            pol = policies[raw]
+            pol_bytes[pol.name] += b
+            pol_nodes[(pol.name, pol.nodes)] += b
+        return NumaMaps(bytes=by, policy_bytes=pol_bytes, policy_nodes=pol_nodes,
+                        mappings=self.mappings, errors=tuple(self.errors),
+                        error_count=self.n_err)
+
+
+_KIND_CODE = {k: i for i, k in enumerate(_KIND_OF)}
+_Line = tuple[bytes, int, int, tuple[tuple[int, int], ...]]
+
+
+def _parse_rest(tot: _Totals, rest: bytes) -> _Line | None:
+    """Return (raw policy, kind code, page kB, pages) of a line after its address, or None."""
+    pol_b, fields_b = _split_policy(rest)
+    if not tot.check_policy(pol_b):
+        return None
+    try:
+        f = _parse_fields(fields_b)
+    except NumaMapsError:
+        return None
+    return pol_b, _KIND_CODE[f.kind], f.page_kb, tuple(f.pages.items())
+
+
+def _scan_python(tot: _Totals, text: bytes, end: int, lineno: int) -> int:
+    """Total the lines of ``text[:end]`` into ``tot``; return how many lines there were.
+
+    Lines after the same address text (the common case: many mappings alike) are parsed once.
+    """
+    lines = text[:end].split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    cache = tot.cache
+    counts: dict[bytes, int] = {}
+    parsed: dict[bytes, _Line] = {}
+    hexdigits = _HEX
+    for i, line in enumerate(lines, lineno + 1):
+        addr, sep, rest = line.partition(b" ")
+        if sep and 0 < len(addr) <= 16 and not addr.translate(None, hexdigits):
+            if len(line) <= MAX_LINE:
+                n = counts.get(rest)
+                if n is not None:
+                    counts[rest] = n + 1
+                    continue
+                if rest in cache:
+                    r = cache[rest]
+                else:
+                    r = _parse_rest(tot, rest)
+                    if len(cache) < 4096:
+                        cache[rest] = r
+                if r is not None:
+                    counts[rest] = 1
+                    parsed[rest] = r
+                    continue
+        elif len(line) <= MAX_LINE and not line.strip():
+            continue
+        tot.error(i, line)
+    entries: list[_Entry] = []
+    seen: set[bytes] = set()
+    for rest, n in counts.items():
+        pol, kind, kb, pages = parsed[rest]
+        seen.add(pol)
+        entries.extend((pol, kind, kb, node, p * n) for node, p in pages)
+        tot.mappings += n
+    tot.add(entries, seen)
+    return len(lines)
+
+
+def _scan_compiled(tot: _Totals, text: bytes, end: int, lineno: int) -> int:
+    """Total the lines of ``text[:end]`` with the compiled scanner; return the line count."""
+    assert _numa_maps_fast is not None
+    n_lines, n_map, n_err, errs, entries, seen = _numa_maps_fast.scan(
+        text, end, lineno, tot.check_policy
     )
+    tot.mappings += n_map
+    tot.n_err += n_err - len(errs)
+    for ln, start, stop in errs:
+        tot.error(ln, text[start:stop])
+    tot.add(entries, seen)
+    return n_lines
+
+
+_Scanner = Callable[[_Totals, bytes, int, int], int]
+
+
+def parse_numa_maps(chunks: Iterable[bytes], *, compiled: bool | None = None) -> NumaMaps:
+    """Return the totals of a numa_maps text given as byte chunks; malformed lines are counted.
+
+    ``chunks`` may be lines or any pieces of the text; they are consumed one at a time (at
+    most about 256 KiB plus one line is held). ``compiled`` picks the scanner: None uses the
+    compiled one where it was built (:data:`COMPILED`), False the pure-Python one, True the
+    compiled one (only where COMPILED). Never raises for bad input; exceptions raised by the
+    iterable (a read error, a deadline) pass through.
+    """
+    scan: _Scanner = _scan_compiled if (COMPILED if compiled is None else compiled) else (
+        _scan_python)
+    tot = _Totals()
+    lineno = 0
+    parts: list[bytes] = []
+    size = 0
+    skipping = False  # inside a line longer than MAX_LINE: drop bytes up to its newline
+    for chunk in chunks:
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                continue
+            skipping = False
+            chunk = chunk[nl + 1 :]
+        parts.append(chunk)
+        size += len(chunk)
+        if size < _BATCH:
+            continue
+        text = b"".join(parts)
+        cut = text.rfind(b"\n") + 1
+        if cut:
+            lineno += scan(tot, text, cut, lineno)
+        if len(text) - cut > MAX_LINE:
+            lineno += 1
+            tot.error(lineno, text[cut : cut + 80], "line too long")
+            parts, size, skipping = [], 0, True
+            continue
+        parts = [text[cut:]]
+        size = len(parts[0])
+    if parts:
+        text = b"".join(parts)
+        scan(tot, text, len(text), lineno)
+    return tot.result()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -9,6 +10,8 @@ from numa_exporter.sources.errors import classify
 
 MAX_SMALL_FILE = 4 << 20  # a status/stat/vmstat file is a few KiB; refuse runaway input
 CHUNK = 32 << 10  # sysctl handlers allocate the whole read size in the kernel: keep it small
+STREAM_CHUNK = 64 << 10  # read size for streamed files (seq_file returns at most its buffer)
+_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
 def read_small(path: Path, source: str) -> bytes:
@@ -35,22 +38,26 @@ def read_optional(path: Path, source: str) -> bytes | None:
     return read_small(path, source)
 
 
-def stream_lines(path: Path, source: str, buffer_size: int = 64 << 10) -> Iterator[bytes]:
-    """Yield the lines of a file without holding the whole text; errors are classified.
+def stream_chunks(path: Path, source: str, size: int = STREAM_CHUNK) -> Iterator[bytes]:
+    """Yield the bytes of a file as each read() returns them; errors are classified.
 
-    The kernel produces numa_maps text one mapping per read call, so lines arrive as they are
-    generated.
+    Nothing is read before the first item is asked for, and the file is closed when the
+    iterator ends or is dropped, so a caller can abandon a long read at a deadline. For
+    seq_file files such as numa_maps the kernel fills one buffer (a page, more only for a
+    record longer than that) per read call, taking the mmap lock for each.
     """
     try:
-        fh = open(path, "rb", buffering=buffer_size)  # noqa: SIM115 - closed below
+        fd = os.open(path, _FLAGS)
     except OSError as err:
         raise classify(source, str(path), err) from err
-    with fh:
+    try:
         while True:
             try:
-                line = fh.readline(1 << 20)
+                chunk = os.read(fd, size)
             except OSError as err:
                 raise classify(source, str(path), err) from err
-            if not line:
+            if not chunk:
                 return
-            yield line
+            yield chunk
+    finally:
+        os.close(fd)

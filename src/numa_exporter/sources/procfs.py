@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from numa_exporter.sources.errors import Gone, classify
-from numa_exporter.sources.files import read_optional, read_small, stream_lines
+from numa_exporter.sources.files import read_optional, read_small, stream_chunks
 
 
 class ProcFS:
@@ -71,8 +71,11 @@ class ProcessFiles:
         return read_small(self.path / "cgroup", "cgroup")
 
     def numa_maps(self) -> Iterator[bytes]:
-        """Yield the lines of numa_maps as the kernel produces them (walks page tables)."""
-        return stream_lines(self.path / "numa_maps", "numa_maps")
+        """Yield the text of numa_maps in chunks as the kernel produces it (walks page tables).
+
+        Lazy: the file is opened at the first item and closed when the iterator is dropped.
+        """
+        return stream_chunks(self.path / "numa_maps", "numa_maps")
 
     def tids(self) -> list[int]:
         """Return the thread ids of the process."""
@@ -95,7 +98,3 @@ class ProcessFiles:
             if (self.path / "task" / str(tid)).is_dir():
                 return None  # CONFIG_SCHED_DEBUG off: the task exists, the file does not
             raise
-
-    def fd_dir(self) -> Path:
-        """Return the path of the fd folder."""
-        return self.path / "fd"

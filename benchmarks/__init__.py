@@ -1,0 +1,1 @@
+"""Benchmarks of numa-exporter against the raw kernel read and ``numastat -p`` (not tests)."""
