@@ -365,7 +365,7 @@ class Scanner:
         memory = self._known_nodes(maps.bytes, f"{files.path}/numa_maps")
         st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
         return _Placement(memory, maps.policy_bytes, maps.policy_nodes,
-                          getattr(maps, "off_policy_bytes", 0), "full")
+                          maps.off_policy_bytes, "full")
 
     def _known_nodes(self, memory: Mapping[tuple[int, Kind], int], where: str
                      ) -> dict[tuple[int, Kind], int]:

@@ -249,3 +249,14 @@ def test_line_longer_than_the_limit_arriving_in_pieces(compiled: bool) -> None:
     r = parse_numa_maps(pieces, compiled=compiled)
     assert (r.mappings, r.error_count) == (3, 1)
     assert [(e.lineno, e.reason) for e in r.errors] == [(2, "line too long")]
+
+
+@pytest.mark.parametrize("compiled", [False, *([True] if COMPILED else [])])
+def test_bind_pages_off_their_policy_nodes(compiled: bool) -> None:
+    # after `migratepages PID 1 0` on a --membind=1 process: bind:1 pages on node 0
+    text = (b"7f0000000000 bind:1 anon=10 dirty=10 N0=8 N1=2 kernelpagesize_kB=4\n"
+            b"7f0000100000 bind:0-1 anon=4 dirty=4 N0=4 kernelpagesize_kB=4\n"
+            b"7f0000200000 prefer:1 anon=3 dirty=3 N0=3 kernelpagesize_kB=4\n"
+            b"7f0000300000 default anon=5 dirty=5 N0=5 kernelpagesize_kB=4\n")
+    m = parse_numa_maps([text], compiled=compiled)
+    assert m.off_policy_bytes == 8 * 4096  # preferred and default pages may sit anywhere

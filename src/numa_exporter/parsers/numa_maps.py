@@ -301,12 +301,15 @@ class NumaMaps:
     """Totals of one numa_maps file.
 
     ``bytes`` maps (node, kind) to resident bytes; ``policy_bytes`` maps a policy label to
-    bytes; ``policy_nodes`` maps (policy label, nodes) to bytes, for binding analysis.
+    bytes; ``policy_nodes`` maps (policy label, nodes) to bytes, for binding analysis;
+    ``off_policy_bytes`` are bytes of ``bind`` mappings that sit on nodes their policy does
+    not name (moved there by ``migratepages``, or by an ``mbind`` without MPOL_MF_MOVE).
     """
 
     bytes: dict[tuple[int, Kind], int] = field(default_factory=dict)
     policy_bytes: dict[str, int] = field(default_factory=dict)
     policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)
+    off_policy_bytes: int = 0
     mappings: int = 0
     errors: tuple[ParseError, ...] = ()
     error_count: int = 0
@@ -375,6 +378,7 @@ class _Totals:
         pol_bytes: dict[str, int] = {}
         pol_nodes: dict[tuple[str, frozenset[int]], int] = {}
         policies: dict[bytes, Policy] = {}
+        off = 0
         for raw in self.policies:
             pol = self.policy_ok.get(raw) or parse_policy(raw)  # valid: it was checked
             policies[raw] = pol
@@ -387,8 +391,10 @@ class _Totals:
             pol = policies[raw]
             pol_bytes[pol.name] += b
             pol_nodes[(pol.name, pol.nodes)] += b
+            if pol.name == "bind" and pol.nodes and node not in pol.nodes:
+                off += b
         return NumaMaps(bytes=by, policy_bytes=pol_bytes, policy_nodes=pol_nodes,
-                        mappings=self.mappings, errors=tuple(self.errors),
+                        off_policy_bytes=off, mappings=self.mappings, errors=tuple(self.errors),
                         error_count=self.n_err)
 
 
