@@ -100,7 +100,8 @@ def _run(port: int, seconds: float, clients: int, gzip: bool, fresh: bool = Fals
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 3)
 
     return {"scrapes": len(lat), "failed": len(FAILED),
-            "median_ms": round(statistics.median(lat) * 1000, 3), "p90_ms": q(0.90), "p99_ms": q(0.99), "max_ms": round(lat[-1] * 1000, 3)}
+            "median_ms": round(statistics.median(lat) * 1000, 3), "p90_ms": q(0.90),
+            "p99_ms": q(0.99), "max_ms": round(lat[-1] * 1000, 3)}
 
 
 def main() -> int:
