@@ -17,6 +17,12 @@ def test_numa_maps_node_id_beyond_max_numnodes() -> None:
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="numa_maps accepts policy nodes up to 8191; MAX_NUMNODES is 1024")
+def test_numa_maps_policy_node_beyond_max_numnodes() -> None:
+    fuzz_numa_maps(b"7f1000000000 bind:1144 N1=1 kernelpagesize_kB=4\n")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="pid_sched accepts a negative numa_pages_migrated (a counter)")
 def test_pid_sched_negative_pages_migrated() -> None:
     fuzz_pid_sched(b"numa_pages_migrated                          :                   -5\n")
