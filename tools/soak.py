@@ -489,6 +489,7 @@ class Soak:
                 failed += 1
             if last is None or last.passed or not result.passed:
                 last = result
+            self.stop.wait(0.5)
         assert last is not None
         summary = HostileCheck(last.name, failed == 0,
                                f"{rounds - failed}/{rounds} rounds passed; "
