@@ -9,6 +9,10 @@ def test_numa_maps_node_id_beyond_max_numnodes() -> None:
     fuzz_numa_maps(b"7f00 default anon=1 dirty=1 N1412=1 kernelpagesize_kB=4\n")
 
 
+def test_numa_maps_policy_node_beyond_max_numnodes() -> None:
+    fuzz_numa_maps(b"7f1000000000 bind:1144 N1=1 kernelpagesize_kB=4\n")
+
+
 def test_pid_sched_negative_pages_migrated() -> None:
     fuzz_pid_sched(b"numa_pages_migrated                          :                   -5\n")
 

@@ -45,6 +45,8 @@ def label_text(raw: bytes | str, limit: int = MAX_LABEL_CHARS) -> str:
         text = raw[:MAX_INPUT_BYTES].decode("utf-8", "surrogateescape")
     else:
         text = raw[:MAX_INPUT_BYTES]
+    if text.isascii() and text.isprintable():  # the common case: nothing to escape
+        return text[:limit]
     out: list[str] = []
     size = 0
     for ch in text:
