@@ -31,9 +31,12 @@ class App:
     config: Config
     sampler: Sampler
     watch: Any = field(default=None)
+    notes: tuple[tuple[str, str, dict[str, object]], ...] = ()  # (level, msg, fields) at start
 
     def start(self) -> None:
         """Start the sampler (the first scan begins at once) and the hotplug watch."""
+        for level, msg, fields in self.notes:
+            getattr(log, level)(msg, **fields)
         self.sampler.start()
         if self.config.accelerator_records is None:
             self.watch = watch_topology(self._on_event)
@@ -91,27 +94,28 @@ def accelerator_source(config: Config) -> AcceleratorSource | None:
         return None
 
 
-def sampled_reader(config: Config) -> SampledReader | None:
-    """Return the sampled placement reader, or None (logged with the reason) where the
-    operator turned it off or move_pages cannot name the processes of the procfs root."""
+Note = tuple[str, str, dict[str, object]]
+
+
+def sampled_reader(config: Config) -> tuple[SampledReader | None, Note | None]:
+    """Return the sampled placement reader (None where the operator turned it off or
+    move_pages cannot name the processes of the procfs root) and what to log about it."""
     if config.sample_above <= 0:
-        return None
+        return None, None
     from numa_exporter.placement_sampled import read_sampled, sampling_available
 
     ok, reason = sampling_available(config.roots.procfs)
     if not ok:
-        log.warning("sampled placement unavailable; big processes are read in full on a "
-                    "slower cadence (--scan.process-budget)", reason=reason)
-        return None
-    log.info("sampled placement available", via=reason,
-             above_estimated_seconds=config.sample_above)
-    return read_sampled
+        return None, ("warning", "sampled placement unavailable; big processes are read in "
+                      "full on a slower cadence (--scan.process-budget)", {"reason": reason})
+    return read_sampled, ("info", "sampled placement available",
+                          {"via": reason, "above_estimated_seconds": config.sample_above})
 
 
 def build_app(config: Config, registry: CollectorRegistry) -> App:
     """Return the exporter's parts with the collector registered on ``registry``."""
-    scanner = Scanner(config, accelerators=accelerator_source(config),
-                      sampled=sampled_reader(config))
+    sampled, note = sampled_reader(config)
+    scanner = Scanner(config, accelerators=accelerator_source(config), sampled=sampled)
     sampler = Sampler(scanner, config.scan_interval)
     registry.register(SnapshotCollector(lambda: sampler.snapshot, config))
-    return App(config, sampler)
+    return App(config, sampler, notes=(note,) if note else ())

@@ -173,6 +173,11 @@ class Exporter:
         self.argv = [*argv, f"--web.listen-address=127.0.0.1:{port}", "--scan.interval=1s",
                      "--scan.budget=1s", "--process.min-resident=0",
                      f"--process.include={include}",
+                     # exact full reads every scan: this tier checks them against the
+                     # kernel (under TCG a walk is ~10x slower than on hardware, which would
+                     # send these processes to the sampled reader or a slower cadence);
+                     # test_sampled.py checks the sampled reader in the guest on its own
+                     "--placement.sample-above=0", "--scan.process-budget=0",
                      # drift: baseline as soon as RSS is stable over 2 scans
                      "--drift.warmup-age=0s", "--drift.warmup-scans=2",
                      "--log.format=json"]
