@@ -44,7 +44,7 @@ def _scans(log: Path) -> list[dict[str, object]]:
             rec = json.loads(line)
         except ValueError:
             continue
-        if rec.get("event") == "scan":
+        if rec.get("msg", rec.get("event")) == "scan":
             out.append(rec)
     return out
 
