@@ -412,3 +412,18 @@ def test_version_names_python_client_and_kernel() -> None:
     assert platform.python_version() in out
     assert version("prometheus-client") in out
     assert os.uname().release in out
+
+
+def test_conditions_that_make_every_value_alike_are_said_once(start_daemon: StartDaemon
+                                                             ) -> None:
+    """Nothing above --process.min-resident, and a host with one node: one line each."""
+    d = start_daemon("--path.procfs=/proc", "--process.min-resident=1PiB",
+                     "--scan.interval=200ms", "--log.format=json")
+    d.wait_scans(5)
+    lines = [json.loads(ln) for ln in d.log_path.read_text().splitlines() if ln.startswith("{")]
+    msgs = [r["msg"] for r in lines]
+    assert sum(m.startswith("no process passes --process.min-resident") for m in msgs) == 1
+    nodes = [p for p in Path("/sys/devices/system/node").glob("node[0-9]*")]
+    one_node = [m for m in msgs if m.startswith("one NUMA node")]
+    assert len(one_node) == (1 if len(nodes) <= 1 else 0), (len(nodes), one_node)
+    assert sum(m == "scan" for m in msgs) >= 5
