@@ -29,11 +29,11 @@ class SnapshotCollector(Collector):
     """Serves the snapshot returned by ``get``; a scrape never reads /proc itself."""
 
     def __init__(self, get: Callable[[], Snapshot | None], config: Config,
-                 collectors: tuple[CollectorDef, ...] = ALL,
+                 collectors: tuple[CollectorDef, ...] | None = None,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.get = get
         self.config = config
-        self.collectors = collectors
+        self.collectors = collectors  # None: the registry's
         self.clock = clock
         self._logged: set[tuple[str, str]] = set()
 
@@ -52,7 +52,7 @@ class SnapshotCollector(Collector):
         each one's success and duration."""
         snap = self.get() or self._empty()
         outcomes: dict[str, tuple[bool, float]] = {}
-        for c in self.collectors:
+        for c in self.collectors if self.collectors is not None else ALL:
             if c.switchable and not self.config.enabled(c.name):
                 continue
             t0 = self.clock()
