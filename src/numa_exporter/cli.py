@@ -164,11 +164,18 @@ def build_parser() -> argparse.ArgumentParser:
       help="only scan processes whose comm or cmdline matches this RE2 regex")
     a("--process.exclude", dest="exclude", metavar="REGEX", type=_regex, default=None,
       help="never scan processes whose comm or cmdline matches this RE2 regex")
+    a("--placement.hold-budget", dest="hold_budget", metavar="DURATION", type=_duration,
+      default=0.005,
+      help="longest the process's mmap lock may be held by one read() of its numa_maps "
+           "(the walk of its largest mapping); a process estimated above it has its "
+           "placement sampled with move_pages instead; below it the reader that measured "
+           "cheaper is used; 0 = no bound (default 5ms)")
     a("--placement.sample-above", dest="sample_above", metavar="DURATION", type=_duration,
       default=0.005,
-      help="estimate a process's placement by sampling (move_pages) instead of reading "
-           "numa_maps when the full read (a page-table walk under the process's mmap lock) "
-           "is estimated to take longer than this; 0 = always read in full (default 5ms)")
+      help="deprecated meaning: the choice is now by --placement.hold-budget and the "
+           "measured cost of both readers; this is the CPU time of a full read above which "
+           "the sampled reader is tried once to measure it; 0 = never sample, always read "
+           "in full (default 5ms)")
     a("--placement.full-interval", dest="full_interval", metavar="DURATION", type=_duration,
       default=0.0,
       help="also read sampled processes in full this often, for exact numbers; 0 = never "
@@ -291,6 +298,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         warmup_scans=max(ns.warmup_scans, 1),
         warmup_rss_tolerance=ns.rss_tolerance,
         sample_above=ns.sample_above,
+        hold_budget=ns.hold_budget,
         full_interval=ns.full_interval,
         process_budget=ns.process_budget,
     ), web

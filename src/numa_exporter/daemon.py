@@ -95,7 +95,7 @@ def sampled_reader(config: Config) -> tuple[SampledReader | None, Note | None]:
         return None, ("warning", "sampled placement unavailable; big processes are read in "
                       "full on a slower cadence (--scan.process-budget)", {"reason": reason})
     return read_sampled, ("info", "sampled placement available",
-                          {"via": reason, "above_estimated_seconds": config.sample_above})
+                          {"via": reason, "hold_budget_seconds": config.hold_budget})
 
 
 def build_app(config: Config, registry: CollectorRegistry) -> App:

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from numa_exporter.model.cadence import CadencePolicy, estimate_full_seconds, plan
+from dataclasses import replace
+
+from numa_exporter.model.cadence import (
+    MIN_QUERIES,
+    CadencePolicy,
+    ReadCosts,
+    estimate_full_seconds,
+    estimate_hold,
+    estimate_sampled_seconds,
+    plan,
+    query_budget,
+)
 
 GiB = 1 << 30
 POLICY = CadencePolicy(sample_above=0.005, full_interval=0.0, process_budget=0.5, interval=10.0)
@@ -49,3 +60,100 @@ def test_without_sampling_a_costly_process_is_read_less_often() -> None:
     assert not _plan(resident_bytes=big, sampling=False, now=1010.3,
                      next_due=p.next_due).read_now
     assert _plan(resident_bytes=big, sampling=False, now=1029.8, next_due=p.next_due).read_now
+
+
+# --- the reader chosen by the mmap-lock hold and the measured cost (issue 14) ------------
+
+MiB = 1 << 20
+ROOMY = CadencePolicy(sample_above=0.005, full_interval=0.0, process_budget=0.5,
+                      interval=10.0, hold_budget=0.005)
+
+
+def test_many_small_mappings_are_read_in_full_however_big_the_total() -> None:
+    # 60,000 one-page mappings and 4 GiB in all: the full read costs 170 ms of CPU, but
+    # each read() of numa_maps holds the lock for a few dozen small mappings only
+    # (sampling would parse 60,000 lines of maps: ~0.36 s, so it is not even tried)
+    costs = ReadCosts(full_cpu=0.170, full_resident=4 * GiB, hold=0.0002, mappings=60_000)
+    p = _plan(policy=ROOMY, resident_bytes=4 * GiB, costs=costs)
+    assert (p.method, p.reason) == ("full", "cheaper")
+    assert p.hold_seconds == 0.0002
+    # the total walk is well above the budget: the old rule (total estimate) sampled here
+    assert p.estimated_seconds > 30 * ROOMY.hold_budget
+
+
+def test_one_big_mapping_is_sampled_for_its_lock_hold() -> None:
+    costs = ReadCosts(full_cpu=0.030, full_resident=4 * GiB, hold=0.029,
+                      sampled_cpu=0.060, sampled_resident=4 * GiB, sampled_queries=10_000)
+    p = _plan(policy=ROOMY, resident_bytes=4 * GiB, costs=costs)
+    # costlier in CPU, but the hold budget requires it
+    assert (p.method, p.reason) == ("sampled", "hold")
+    assert p.max_queries is not None and p.max_queries >= 256
+
+
+def test_below_the_hold_budget_the_cheaper_reader_is_kept() -> None:
+    base = ReadCosts(full_cpu=0.058, full_resident=4 * GiB, hold=0.002,
+                     sampled_resident=4 * GiB, sampled_queries=10_000)
+    cheap = _plan(policy=ROOMY, resident_bytes=4 * GiB,
+                  costs=replace(base, sampled_cpu=0.017))
+    assert (cheap.method, cheap.reason) == ("sampled", "cost")
+    dear = _plan(policy=ROOMY, resident_bytes=4 * GiB, costs=replace(base, sampled_cpu=0.090))
+    assert (dear.method, dear.reason) == ("full", "cheaper")
+
+
+def test_the_sampled_reader_is_tried_once_when_a_full_read_costs_above_sample_above() -> None:
+    costs = ReadCosts(full_cpu=0.058, full_resident=4 * GiB, hold=0.002, mappings=64)
+    p = _plan(policy=ROOMY, resident_bytes=4 * GiB, costs=costs)
+    assert (p.method, p.reason) == ("sampled", "probe")
+    # not where its maps parse alone would cost more than the full read
+    many = replace(costs, mappings=20_000)
+    assert estimate_sampled_seconds(many) > 0.058
+    assert _plan(policy=ROOMY, resident_bytes=4 * GiB, costs=many).reason == "cheaper"
+    small = ReadCosts(full_cpu=0.004, full_resident=GiB // 2, hold=0.0005)
+    assert _plan(policy=ROOMY, resident_bytes=GiB // 2, costs=small).method == "full"
+
+
+def test_measurements_go_stale_when_the_process_grows() -> None:
+    # measured at 1 GiB; the process is 8 GiB now: the sampled cost is re-measured ...
+    costs = ReadCosts(full_cpu=0.004, full_resident=GiB, hold=0.0004,
+                      sampled_cpu=0.001, sampled_resident=GiB, sampled_queries=10_000)
+    assert _plan(policy=ROOMY, resident_bytes=GiB, costs=costs).reason == "cost"
+    p = _plan(policy=ROOMY, resident_bytes=8 * GiB, costs=costs)
+    assert p.method == "full" and p.reason == "cheaper"
+    # ... and the hold is scaled with the growth: a mapping that grew may now be over it
+    grown = replace(costs, hold=0.004)
+    assert _plan(policy=ROOMY, resident_bytes=2 * GiB, costs=grown).reason == "hold"
+    assert estimate_hold(grown, 2 * GiB, None) == 0.008
+
+
+def test_unknown_processes_count_all_resident_bytes_as_one_mapping_until_maps_says() -> None:
+    first = _plan(policy=ROOMY, resident_bytes=GiB)  # 8 ms at the default rate
+    assert (first.method, first.reason) == ("sampled", "hold")
+    # maps showed no mapping above 64 MiB: a full read holds the lock ~0.5 ms at most
+    after = _plan(policy=ROOMY, resident_bytes=GiB,
+                  costs=ReadCosts(largest_mapping=64 * MiB, maps_resident=GiB))
+    assert (after.method, after.reason) == ("full", "cheaper")
+    assert after.hold_seconds == estimate_full_seconds(64 * MiB, None)
+
+
+def test_hold_budget_zero_leaves_the_choice_to_cost_and_sample_above_zero_never_samples(
+) -> None:
+    costs = ReadCosts(full_cpu=0.030, full_resident=4 * GiB, hold=0.029, mappings=8)
+    off = replace(ROOMY, hold_budget=0.0)
+    assert _plan(policy=off, resident_bytes=4 * GiB, costs=costs).reason == "probe"
+    never = replace(ROOMY, sample_above=0.0)
+    assert _plan(policy=never, resident_bytes=400 * GiB).method == "full"
+
+
+def test_query_budget_follows_the_full_read_cost_not_the_virtual_size() -> None:
+    # 1 GiB resident inside a 64 TiB MAP_NORESERVE mapping: a full read costs ~8 ms; the
+    # sampled read may not spend 600,000 queries on it
+    p = _plan(policy=ROOMY, resident_bytes=GiB)
+    assert p.max_queries is not None and p.max_queries <= 8_000
+    # measured: 12,000 queries took 60 ms of CPU (5 us each); a full read measured 20 ms
+    costs = ReadCosts(full_cpu=0.020, full_resident=GiB, hold=0.020, sampled_cpu=0.060,
+                      sampled_resident=GiB, sampled_queries=12_000)
+    assert query_budget(0.020, costs) == 4_000
+    assert query_budget(0.0, costs) == MIN_QUERIES
+    # the maps parse of many mappings comes off the budget first
+    assert query_budget(0.020, replace(costs, sampled_cpu=None, mappings=1_000)) == int(
+        (0.020 - 1_000 * 6.0e-6) / 2.0e-6)

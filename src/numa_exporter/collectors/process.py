@@ -11,6 +11,7 @@ from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.text import label_text
 
+from . import process_cost
 from .base import CollectorDef
 from .families import family
 
@@ -80,14 +81,15 @@ RATIO_STDERR = MetricSpec(
     "Standard error of numa_process_remote_memory_ratio: 0 for a full read, the sampling "
     "error of a sampled estimate (absent when unknown).", P)
 
-SPECS = (MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START, READ_DURATION,
-         LAST_READ, NEXT_READ, PLACEMENT, SAMPLED_PAGES, RATIO_STDERR)
+PLACEMENT_SPECS = (MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START,
+                   READ_DURATION, LAST_READ, NEXT_READ, PLACEMENT, SAMPLED_PAGES, RATIO_STDERR)
+SPECS = (*PLACEMENT_SPECS, *process_cost.SPECS)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the per-process placement families of the snapshot's processes."""
     mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err = (
-        family(s) for s in SPECS)
+        family(s) for s in PLACEMENT_SPECS)
     for p in snap.processes:
         lv = [str(p.pid), label_text(p.comm)]
         for (node, kind), b in sorted(p.memory.items()):
@@ -118,6 +120,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             err.add_metric(lv, stderr)
     yield from (mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages,
                 err)
+    yield from process_cost.emit(snap)
 
 
 COLLECTOR = CollectorDef(

@@ -1,11 +1,21 @@
 """The cadence planner: which reader each process gets this scan, and when it is read next.
 
-A full read of ``numa_maps`` walks the whole page table under the target's mmap lock; its cost
-grows with resident memory. Each process's full-read cost is estimated (from its measured
-seconds per byte once read, else from a conservative default) and charged against a
-per-process budget: above ``sample_above`` the sampled reader is used where it is available;
-where it is not, a process whose full read costs more than ``process_budget`` is read less
-often, so that its average cost per scan stays within the budget.
+A full read of ``numa_maps`` walks the page table under the target's mmap lock, but not in
+one go: ``numa_maps`` is a seq_file whose ``start``/``stop`` take and drop the lock around
+each ``read()`` (one page of text: a few dozen mappings), so what can stall the target is the
+longest *single* read, bounded by the walk of its largest mapping, not the total. A process
+of 60,000 small mappings only ever holds its lock for short spells; a process with one 16 GiB
+mapping holds it for that mapping's whole walk.
+
+So the planner estimates that longest hold (:func:`estimate_hold`: the CPU time of the
+longest single ``read()`` of the last full read, or the largest mapping ``maps`` showed times
+the measured cost per byte, or, knowing nothing yet, all resident bytes as one mapping) and
+samples only when it exceeds ``hold_budget``. Below it, the reader that measured cheaper in
+CPU time is kept (the sampled reader is tried once when a full read measured above
+``sample_above``, where its estimated cost is below the full read's); a measurement is
+redone once the resident size has moved by half or more.
+Where sampling is unavailable, a process whose full read costs more than ``process_budget``
+is read every k-th scan so that its average cost per scan stays within the budget.
 """
 
 from __future__ import annotations
@@ -18,18 +28,59 @@ from typing import Literal
 # rounded up so an unmeasured process is never under-estimated by much.
 DEFAULT_SECONDS_PER_BYTE = 8.0e-3 / (1 << 30)
 MAX_SKIP_SCANS = 64  # even the largest process is read exactly at least this often
+#: A reader's measured cost stands while the resident size stays within this factor of the
+#: size it was measured at; past it, the measurement is stale and is redone.
+STALE_FACTOR = 1.5
+#: CPU seconds per page query of the sampled reader before one was measured (move_pages in
+#: batches of 256 through ctypes, the drawing and the tally: ~1.5 us measured on x86_64).
+DEFAULT_QUERY_SECONDS = 2.0e-6
+#: CPU seconds per line of ``maps`` the sampled reader parses before it queries a page
+#: (~5.6 us measured on x86_64 with 20,000 mappings): its fixed cost, which grows with the
+#: mapping count while a full read's grows with resident pages.
+DEFAULT_MAPS_LINE_SECONDS = 6.0e-6
+#: Pages a sampled read queries at the default precision when every page is resident.
+TYPICAL_QUERIES = 10_600
+#: Fewest pages a sampled read may query, whatever the full read costs (one batch).
+MIN_QUERIES = 256
 
 Method = Literal["full", "sampled"]
+#: Why the method was chosen: ``hold`` (the full read's longest lock hold is over the
+#: budget), ``cost`` (the sampled reader measured cheaper), ``probe`` (trying the sampled
+#: reader to measure it), ``cheaper`` (the full read: cheaper, or the only one measured),
+#: ``interval`` (a full read the operator asked for), ``only`` (sampling is unavailable).
+Reason = Literal["hold", "cost", "probe", "cheaper", "interval", "only"]
 
 
 @dataclass(frozen=True, slots=True)
 class CadencePolicy:
     """The operator's cost settings (durations in seconds; 0 turns a setting off)."""
 
-    sample_above: float = 0.005  # estimated full-read cost above which to sample
+    sample_above: float = 0.005  # full-read CPU above which sampling is tried (0: never sample)
     full_interval: float = 0.0  # also read sampled processes in full this often (0: never)
     process_budget: float = 0.5  # average full-read cost one process may take per scan
     interval: float = 15.0  # the scan interval
+    hold_budget: float = 0.005  # longest mmap-lock hold a full read may cause (0: no bound)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadCosts:
+    """What was measured of a process's reads (seconds are CPU time of the reading thread).
+
+    ``*_resident``: resident bytes when that measurement was taken. ``hold``: CPU time of
+    the longest single ``read()`` of the last full read (one mmap-lock hold).
+    ``largest_mapping``: virtual bytes of the largest mapping that can hold pages, from the
+    last ``maps`` read (an upper bound of that mapping's resident bytes).
+    """
+
+    full_cpu: float | None = None
+    full_resident: int = 0
+    hold: float | None = None
+    sampled_cpu: float | None = None
+    sampled_resident: int = 0
+    sampled_queries: int = 0
+    largest_mapping: int | None = None
+    maps_resident: int = 0
+    mappings: int = 0  # mappings of the last read (numa_maps lines or maps lines)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +89,11 @@ class Plan:
 
     method: Method
     read_now: bool
-    estimated_seconds: float
+    estimated_seconds: float  # estimated CPU time of a full read
     next_due: float  # wall time of the next read (same as now when read every scan)
+    hold_seconds: float = 0.0  # estimated longest mmap-lock hold of a full read
+    reason: Reason = "cheaper"
+    max_queries: int | None = None  # pages a sampled read may query (None: not sampled)
 
 
 def estimate_full_seconds(resident_bytes: int, seconds_per_byte: float | None) -> float:
@@ -47,19 +101,94 @@ def estimate_full_seconds(resident_bytes: int, seconds_per_byte: float | None) -
     return max(resident_bytes, 0) * (seconds_per_byte or DEFAULT_SECONDS_PER_BYTE)
 
 
+def _growth(resident: int, then: int) -> float:
+    """Return how many times bigger the process is than when measured (at least 1)."""
+    return max(1.0, resident / then) if then > 0 else 1.0
+
+
+def _fresh(resident: int, then: int) -> bool:
+    """Return whether a measurement taken at ``then`` resident bytes still stands."""
+    if then <= 0:
+        return resident <= 0
+    return then / STALE_FACTOR <= resident <= then * STALE_FACTOR
+
+
+def estimate_hold(costs: ReadCosts, resident_bytes: int,
+                  seconds_per_byte: float | None) -> float:
+    """Return the estimated longest mmap-lock hold (seconds) of a full read.
+
+    The smallest of: the measured longest ``read()`` of the last full read, scaled up by
+    the growth since; the largest mapping of ``maps`` (scaled up likewise, at most all
+    resident bytes) at the cost per byte; with neither known, all resident bytes walked
+    under one hold.
+    """
+    resident = max(resident_bytes, 0)
+    rate = seconds_per_byte or DEFAULT_SECONDS_PER_BYTE
+    bounds: list[float] = []
+    if costs.hold is not None:
+        bounds.append(costs.hold * _growth(resident, costs.full_resident))
+    if costs.largest_mapping is not None:
+        biggest = costs.largest_mapping * _growth(resident, costs.maps_resident)
+        bounds.append(min(biggest, resident) * rate)
+    return min(bounds) if bounds else resident * rate
+
+
+def query_budget(full_seconds: float, costs: ReadCosts) -> int:
+    """Return the pages a sampled read may query so that it costs at most what the full
+    read is estimated to (``full_seconds`` of CPU), at least :data:`MIN_QUERIES`.
+
+    The fixed part, parsing ``maps``, is taken off first (so a process of many mappings
+    gets fewer queries); the cost per query is what the last sampled read measured beyond
+    that fixed part, else :data:`DEFAULT_QUERY_SECONDS`.
+    """
+    fixed = costs.mappings * DEFAULT_MAPS_LINE_SECONDS
+    per = DEFAULT_QUERY_SECONDS
+    if costs.sampled_cpu is not None and costs.sampled_queries > 0:
+        per = max((costs.sampled_cpu - fixed) / costs.sampled_queries, DEFAULT_QUERY_SECONDS / 4)
+    return max(MIN_QUERIES, int(max(full_seconds - fixed, 0.0) / per))
+
+
+def estimate_sampled_seconds(costs: ReadCosts) -> float:
+    """Return the estimated CPU of a sampled read before one was measured: its ``maps``
+    parse plus a full sample's queries."""
+    return costs.mappings * DEFAULT_MAPS_LINE_SECONDS + TYPICAL_QUERIES * DEFAULT_QUERY_SECONDS
+
+
+def _sampled(est: float, now: float, hold: float, reason: Reason, costs: ReadCosts) -> Plan:
+    return Plan("sampled", True, est, now, hold, reason, query_budget(est, costs))
+
+
 def plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
          seconds_per_byte: float | None, next_due: float, last_full: float,
-         sampling: bool) -> Plan:
-    """Return which reader to use for a process this scan and when to read it next."""
+         sampling: bool, costs: ReadCosts | None = None) -> Plan:
+    """Return which reader to use for a process this scan, when to read it next, and why."""
+    costs = costs or ReadCosts()
     est = estimate_full_seconds(resident_bytes, seconds_per_byte)
-    if sampling and policy.sample_above > 0 and est > policy.sample_above:
-        full_due = policy.full_interval > 0 and (last_full <= 0  # never read in full
-                                                or now - last_full >= policy.full_interval)
-        method: Method = "full" if full_due else "sampled"
-        return Plan(method, True, est, now)
+    if costs.full_cpu is not None:  # measured CPU, scaled to the current size
+        est = costs.full_cpu * max(resident_bytes, 1) / max(costs.full_resident, 1)
+    hold = estimate_hold(costs, resident_bytes, seconds_per_byte)
+    sampling = sampling and policy.sample_above > 0
+    if sampling:
+        if policy.hold_budget > 0 and hold > policy.hold_budget:
+            full_due = policy.full_interval > 0 and (last_full <= 0  # never read in full
+                                                    or now - last_full >= policy.full_interval)
+            if full_due:
+                return Plan("full", True, est, now, hold, "interval")
+            return _sampled(est, now, hold, "hold", costs)
+        full_known = costs.full_cpu is not None and _fresh(resident_bytes, costs.full_resident)
+        sampled_known = (costs.sampled_cpu is not None
+                         and _fresh(resident_bytes, costs.sampled_resident))
+        if full_known and sampled_known:
+            assert costs.sampled_cpu is not None
+            if costs.sampled_cpu < est:
+                return _sampled(est, now, hold, "cost", costs)
+            return Plan("full", True, est, now, hold, "cheaper")
+        if full_known and est > policy.sample_above and estimate_sampled_seconds(costs) < est:
+            return _sampled(est, now, hold, "probe", costs)
+        return Plan("full", True, est, now, hold, "cheaper")
     if now + policy.interval / 2 < next_due:  # scans drift by a little: due within half
-        return Plan("full", False, est, next_due)
+        return Plan("full", False, est, next_due, hold, "only")
     if policy.process_budget > 0 and est > policy.process_budget:
         skip = min(math.ceil(est / policy.process_budget) - 1, MAX_SKIP_SCANS)
-        return Plan("full", True, est, now + skip * policy.interval)
-    return Plan("full", True, est, now)
+        return Plan("full", True, est, now + skip * policy.interval, hold, "only")
+    return Plan("full", True, est, now, hold, "only")

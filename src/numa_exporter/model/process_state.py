@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from numa_exporter.model.cadence import ReadCosts
 from numa_exporter.model.counters import ThreadSum
 from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.snapshot import ProcessSample
@@ -38,6 +39,7 @@ class ProcessState:
     next_due: float = 0.0  # wall time before which the cadence planner does not read it
     last_full: float = 0.0  # wall time of the last full read
     abandoned: int = 0  # consecutive reads abandoned at the scan deadline
+    costs: ReadCosts = field(default_factory=ReadCosts)  # measured CPU of its reads
     # memory policies as the last full read saw them (sampling does not see policies)
     policy_bytes: dict[str, int] = field(default_factory=dict)
     policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)

@@ -199,6 +199,8 @@ class PlacementEstimate:
     other_errors: int = 0
     budget_exhausted: bool = False
     parse_errors: int = 0  # malformed maps lines (set by the reader)
+    largest_mapping: int = 0  # bytes of the largest sampleable mapping (set by the reader)
+    mappings: int = 0  # maps lines read (set by the reader)
 
     @property
     def total_bytes(self) -> int:
@@ -255,6 +257,19 @@ class _Tally:
                 self.other += 1
 
 
+def _nothing() -> None:
+    """Do nothing (no check between batches)."""
+
+
+def largest_mapping(strata: dict[Kind, Stratum]) -> int:
+    """Return the bytes of the largest range of any stratum (0 when there is none).
+
+    A range is one mapping that can hold pages; its virtual size bounds its resident bytes,
+    and so the walk of it a full numa_maps read makes under one mmap-lock hold.
+    """
+    return max((end - start for s in strata.values() for start, end in s.ranges), default=0)
+
+
 def _query(query: PageQuery, addresses: Sequence[int]) -> Sequence[int]:
     """Return the query's statuses, padded with -EFAULT if it answered too few."""
     st = list(query(addresses))
@@ -273,18 +288,23 @@ def estimate_placement(
     rng: random.Random | None = None,
     census_pages: int = DEFAULT_CENSUS_PAGES,
     max_queries: int | None = None,
+    between: Callable[[], None] | None = None,
 ) -> PlacementEstimate:
     """Return the placement estimate of one process.
 
     ``strata``: from :func:`build_strata`; ``totals``: resident bytes per kind
     (:func:`status_totals`); ``query``: the page query of that process (raises what it
     raises: Gone, Denied, ...). ``max_queries`` bounds the pages queried in sampled strata
-    (default ``DEFAULT_BUDGET_FACTOR`` times the sample size); census strata are not counted
-    against it.
+    (default, and at most, ``DEFAULT_BUDGET_FACTOR`` times the sample size); census strata
+    are not counted against it. ``between`` is called before each batch of queries (it
+    raises to give the estimate up, e.g. at a scan's deadline).
     """
     rng = rng if rng is not None else random.Random()
     m = sample_size(target_error, confidence)
-    budget = max_queries if max_queries is not None else DEFAULT_BUDGET_FACTOR * m
+    budget = DEFAULT_BUDGET_FACTOR * m
+    if max_queries is not None:
+        budget = min(budget, max(max_queries, 0))
+    check = between or _nothing
     tallies: dict[Kind, _Tally] = {}
     census: set[Kind] = set()
     for kind, s in strata.items():
@@ -292,8 +312,8 @@ def estimate_placement(
             t = _Tally()
             addrs = list(s.all_addresses())
             for i in range(0, len(addrs), _BATCH):
-                batch = addrs[i:i + _BATCH]
-                t.add(_query(query, batch))
+                check()
+                t.add(_query(query, addrs[i:i + _BATCH]))
             tallies[kind] = t
             census.add(kind)
     page = next(iter(strata.values())).page_size if strata else 4096
@@ -348,6 +368,7 @@ def estimate_placement(
             # any address space, and three times cheaper than randrange().
             addrs = sorted(addr(int(rand() * pages)) for _ in range(n))
             for i in range(0, n, _BATCH):
+                check()
                 t.add(_query(query, addrs[i:i + _BATCH]))
             used += n
             nxt.append(k)

@@ -58,6 +58,11 @@ class ProcessSample:
     method: str = "full"  # "full": numa_maps read; "sampled": move_pages estimate
     samples: int | None = None  # pages sampled; None for a full read
     remote_ratio_stderr: float | None = None  # standard error of the ratio; None/0 when full
+    # CPU seconds of the last full and sampled reads (None: not measured), and the
+    # estimated longest mmap-lock hold of a full read, that chose the method
+    full_read_cpu: float | None = None
+    sampled_read_cpu: float | None = None
+    hold_seconds: float | None = None
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""

@@ -20,7 +20,7 @@ import dataclasses
 import errno
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from numa_exporter.model.sampling import (
@@ -30,6 +30,7 @@ from numa_exporter.model.sampling import (
     PlacementEstimate,
     build_strata,
     estimate_placement,
+    largest_mapping,
     status_totals,
 )
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
@@ -121,13 +122,16 @@ def read_sampled(
     census_pages: int = DEFAULT_CENSUS_PAGES,
     max_queries: int | None = None,
     hugetlbfs_mounts: tuple[str, ...] = DEFAULT_HUGETLBFS_MOUNTS,
+    between: Callable[[], None] | None = None,
 ) -> PlacementEstimate:
     """Return the sampled placement of one process.
 
     ``status`` is the parsed status of the same process, read just before. Raises the
     classified SourceError of maps or move_pages (Gone, Denied, ReadFailed; ReadFailed also
     when this machine has no move_pages at all: call :func:`sampling_available` once first).
-    Matches ``scan/process.py``'s ``SampledReader`` protocol (``files, status -> estimate``).
+    ``max_queries`` bounds the pages queried (the scan sizes it to the full read's cost);
+    ``between`` is called before each move_pages batch and may raise to give the read up.
+    Matches ``scan/process.py``'s ``SampledReader`` protocol.
     """
     try:
         mp = move_pages or default_move_pages()
@@ -147,8 +151,11 @@ def read_sampled(
             rng=rng,
             census_pages=census_pages,
             max_queries=max_queries,
+            between=between,
         )
     except Unsupported as exc:  # ENOSYS from the kernel
         raise ReadFailed("move_pages", f"move_pages({files.pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
-    return dataclasses.replace(est, parse_errors=maps.error_count)
+    return dataclasses.replace(est, parse_errors=maps.error_count,
+                               largest_mapping=largest_mapping(strata),
+                               mappings=len(maps.entries))

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from numa_exporter.config import Config
@@ -77,6 +77,16 @@ class SampledPlacement(Protocol):
         """Return the number of malformed maps lines met."""
         ...
 
+    @property
+    def largest_mapping(self) -> int:
+        """Return the bytes of the largest mapping that can hold pages (from maps)."""
+        ...
+
+    @property
+    def mappings(self) -> int:
+        """Return the number of maps lines read."""
+        ...
+
     def remote_ratio_stderr(self, home: frozenset[int]) -> float:
         """Return the standard error of the remote ratio against ``home``."""
         ...
@@ -85,8 +95,14 @@ class SampledPlacement(Protocol):
 class SampledReader(Protocol):
     """Estimates a process's placement without walking its page tables."""
 
-    def __call__(self, files: ProcessFiles, status: PidStatus) -> SampledPlacement:
-        """Return the estimate; raise Gone/Denied/SourceError like a file read."""
+    def __call__(self, files: ProcessFiles, status: PidStatus, *,
+                 max_queries: int | None = None,
+                 between: Callable[[], None] | None = None) -> SampledPlacement:
+        """Return the estimate; raise Gone/Denied/SourceError like a file read.
+
+        At most ``max_queries`` pages are queried; ``between`` is called before each batch
+        of queries and raises Abandoned at the scan's deadline.
+        """
         ...
 
 
@@ -104,6 +120,7 @@ class Placement:
     off_policy_bytes: int
     method: str
     estimate: SampledPlacement | None = None
+    mappings: int = 0  # mappings read (numa_maps lines)
 
 
 class ProcessReader:
@@ -115,7 +132,8 @@ class ProcessReader:
                  placement: PlacementReader = read_numa_maps,
                  sampled: SampledReader | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time,
+                 cpu: Callable[[], float] = time.thread_time) -> None:
         self.config = config
         self.errors = errors
         self.table = table
@@ -126,6 +144,7 @@ class ProcessReader:
         self.sampled = sampled
         self.clock = clock
         self.wall = wall
+        self.cpu = cpu  # the reading thread's CPU time: what each read costs
         self._btime: int | None = None
 
     # --- stage 1: threads ----------------------------------------------------------------
@@ -166,23 +185,48 @@ class ProcessReader:
         return threads, weights, by_node
 
     # --- stage 2: placement --------------------------------------------------------------
-    def bounded(self, deadline: float | None, stop: threading.Event | None
-                ) -> Bound:
-        """Return a Bound that raises Abandoned past ``deadline`` or once ``stop`` is set."""
+    def past(self, deadline: float | None, stop: threading.Event | None) -> Callable[[], None]:
+        """Return a check that raises Abandoned past ``deadline`` or once ``stop`` is set."""
         clock = self.clock
 
+        def check() -> None:
+            if (stop is not None and stop.is_set()) or (
+                    deadline is not None and clock() >= deadline):
+                raise Abandoned
+
+        return check
+
+    def bounded(self, deadline: float | None, stop: threading.Event | None,
+                hold: list[float] | None = None) -> Bound:
+        """Return a Bound that raises Abandoned past ``deadline`` or once ``stop`` is set.
+
+        With ``hold`` given, its first item is raised to the longest CPU time one chunk took
+        to arrive: one ``read()`` of a seq_file, so one hold of the target's mmap lock.
+        """
+        check = self.past(deadline, stop)
+        cpu = self.cpu
+
         def bound(chunks: Iterable[bytes]) -> Iterator[bytes]:
-            for i, chunk in enumerate(chunks):
-                if i % DEADLINE_CHECK_EVERY == 0 and (
-                    (stop is not None and stop.is_set())
-                    or (deadline is not None and clock() >= deadline)
-                ):
-                    raise Abandoned
+            it = iter(chunks)
+            i = 0
+            while True:
+                if i % DEADLINE_CHECK_EVERY == 0:
+                    check()
+                i += 1
+                if hold is None:
+                    chunk = next(it, None)
+                else:
+                    t = cpu()
+                    chunk = next(it, None)
+                    hold[0] = max(hold[0], cpu() - t)
+                if chunk is None:
+                    return
                 yield chunk
 
         return bound
 
-    def place(self, cand: Candidate, st: ProcessState, method: str, bound: Bound
+    def place(self, cand: Candidate, st: ProcessState, method: str, bound: Bound,
+              max_queries: int | None = None, between: Callable[[], None] | None = None
               ) -> Placement:
         """Return where the process's pages are, by the planned method.
 
@@ -191,7 +235,7 @@ class ProcessReader:
         """
         files = cand.files
         if method == "sampled" and self.sampled is not None:
-            est = self.sampled(files, cand.status)
+            est = self.sampled(files, cand.status, max_queries=max_queries, between=between)
             if est.parse_errors:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
             memory = self.known_nodes(est.bytes, f"{files.path}/maps")
@@ -206,7 +250,7 @@ class ProcessReader:
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
         st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
-                         maps.off_policy_bytes, "full")
+                         maps.off_policy_bytes, "full", mappings=maps.mappings)
 
     def known_nodes(self, memory: Mapping[tuple[int, Kind], int], where: str
                     ) -> dict[tuple[int, Kind], int]:
@@ -295,15 +339,28 @@ class ProcessReader:
         st = self.table.get(cand.key)
         method = plan_.method if plan_ is not None else "full"
         _threads, weights, by_node = self.threads(files, st)
+        hold = [0.0]
+        c0 = self.cpu()
         try:
-            pl = self.place(cand, st, method, self.bounded(deadline, stop))
+            pl = self.place(cand, st, method, self.bounded(deadline, stop, hold),
+                            plan_.max_queries if plan_ is not None else None,
+                            self.past(deadline, stop))
         except Denied:
             st.denied = True
             raise
+        cpu = self.cpu() - c0
         elapsed = self.clock() - t0
         if pl.method == "full":
             st.full_seconds_per_byte = elapsed / max(cand.resident, 1)
             st.last_full = now
+            st.costs = replace(st.costs, full_cpu=cpu, full_resident=cand.resident,
+                               hold=hold[0], mappings=pl.mappings)
+        elif pl.estimate is not None:
+            st.costs = replace(st.costs, sampled_cpu=cpu, sampled_resident=cand.resident,
+                               sampled_queries=pl.estimate.samples,
+                               largest_mapping=pl.estimate.largest_mapping,
+                               maps_resident=cand.resident,
+                               mappings=pl.estimate.mappings)
         topo = system.topology
         allowed = cand.status.cpus_allowed
         affinity = topo.nodes_of_cpus(allowed) if allowed else None
@@ -360,4 +417,7 @@ class ProcessReader:
             remote_ratio_stderr=est.remote_ratio_stderr(home.nodes) if est is not None
             else None,
             next_scan_timestamp=plan_.next_due if plan_ is not None else now,
+            full_read_cpu=st.costs.full_cpu,
+            sampled_read_cpu=st.costs.sampled_cpu,
+            hold_seconds=plan_.hold_seconds if plan_ is not None else st.costs.hold,
         )

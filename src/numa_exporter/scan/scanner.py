@@ -143,7 +143,8 @@ class Scanner:
     def _cadence(self) -> CadencePolicy:
         cfg = self.config
         return CadencePolicy(sample_above=cfg.sample_above, full_interval=cfg.full_interval,
-                             process_budget=cfg.process_budget, interval=cfg.scan_interval)
+                             process_budget=cfg.process_budget, interval=cfg.scan_interval,
+                             hold_budget=cfg.hold_budget)
 
     @staticmethod
     def _keep(st: ProcessState | None, samples: list[ProcessSample],
@@ -184,7 +185,8 @@ class Scanner:
             p = plan(policy, now=now, resident_bytes=cand.resident,
                      seconds_per_byte=prev.full_seconds_per_byte if prev else None,
                      next_due=prev.next_due if prev else 0.0,
-                     last_full=prev.last_full if prev else 0.0, sampling=sampling)
+                     last_full=prev.last_full if prev else 0.0, sampling=sampling,
+                     costs=prev.costs if prev else None)
             if not p.read_now:
                 states["kept" if self._keep(prev, samples, p.next_due) else "skipped"] += 1
                 continue

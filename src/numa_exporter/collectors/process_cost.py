@@ -1,0 +1,44 @@
+"""Per-process read costs, part of collector ``process``: what chose each process's reader.
+
+The cadence planner (``model/cadence.py``) samples a process when the longest mmap-lock hold
+of its full read is over ``--placement.hold-budget``, and otherwise keeps the reader that
+measured cheaper; these families show both measured costs and the estimated hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import Metric
+
+from numa_exporter.collectors.spec import MetricSpec
+from numa_exporter.model.snapshot import Snapshot
+
+from .families import family
+
+READ_CPU = MetricSpec(
+    "numa_process_read_cpu_seconds", "gauge",
+    "CPU seconds the exporter's last read of the process's placement took, by reader (full: "
+    "numa_maps; sampled: maps and move_pages); absent for a reader not measured yet.",
+    ("pid", "reader"))
+HOLD = MetricSpec(
+    "numa_process_placement_hold_seconds", "gauge",
+    "Estimated longest hold of the process's mmap lock by one read() of its numa_maps (the "
+    "walk of its largest mapping); above --placement.hold-budget the placement is sampled.",
+    ("pid",))
+
+SPECS = (READ_CPU, HOLD)
+
+
+def emit(snap: Snapshot) -> Iterator[Metric]:
+    """Yield the read-cost families of the snapshot's processes."""
+    cpu, hold = (family(s) for s in SPECS)
+    for p in snap.processes:
+        pid = str(p.pid)
+        if p.full_read_cpu is not None:
+            cpu.add_metric([pid, "full"], p.full_read_cpu)
+        if p.sampled_read_cpu is not None:
+            cpu.add_metric([pid, "sampled"], p.sampled_read_cpu)
+        if p.hold_seconds is not None:
+            hold.add_metric([pid], p.hold_seconds)
+    yield from (cpu, hold)
