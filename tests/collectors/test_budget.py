@@ -197,3 +197,50 @@ def test_boot_time_unreadable_once_is_read_again(tmp_path: Path) -> None:
     second = scanner.scan()
     (p,) = [p for p in second.processes if p.pid == 139]
     assert p.start_time > btime
+
+
+def test_one_slow_process_cannot_starve_the_rest(big_root: Path) -> None:
+    # process 300's numa_maps read takes ~150 ms here; the scan has 50 ms.
+    # Each read gets a share of the time left; the slow one, given up at its share, goes
+    # after the others and is then read to the end: everyone is read every scan but the
+    # slow one, which is read every other scan.
+    from numa_exporter.readers.process_files import read_numa_maps
+
+    reads: dict[int, int] = {}
+
+    clock = FakeClock(step=0.0001)
+
+    def counting(files, bound):  # type: ignore[no-untyped-def]
+        reads[files.pid] = reads.get(files.pid, 0) + 1
+        if files.pid != 300:
+            return read_numa_maps(files, bound)
+
+        def slow(chunks):  # type: ignore[no-untyped-def]
+            for chunk in chunks:
+                clock.t += 0.005  # each of its ~30 chunks takes 5 ms: ~150 ms in all
+                yield chunk
+
+        return read_numa_maps(files, lambda chunks: bound(slow(chunks)))
+
+    walls = iter(float(t) for t in range(1000, 2000, 10))
+    now = [0.0]
+
+    def wall() -> float:
+        now[0] = next(walls)
+        return now[0]
+
+    scanner = Scanner(_config(big_root, scan_budget=0.05, process_budget=0.0), clock=clock,
+                      placement=counting, wall=wall)
+    per_scan: list[set[int]] = []
+    served: set[int] = set()
+    for _ in range(6):
+        snap = scanner.scan()
+        started = snap.stats.timestamp - 10  # one wall reading per scan start and end
+        served |= {p.pid for p in snap.processes}
+        per_scan.append({p.pid for p in snap.processes if p.last_scan_timestamp == started})
+    normal = served - {300}
+    assert len(normal) >= 5, (per_scan, served, reads)
+    for got in per_scan[1:]:  # from the second scan on (the first meets 300 unknown)
+        assert normal <= got, (normal - got)
+    assert sum(1 for got in per_scan if 300 in got) >= 2  # progress for the slow one
+    assert reads[300] >= 3  # given up, then read to the end

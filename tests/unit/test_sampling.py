@@ -316,3 +316,46 @@ def test_hugetlb_scaled_to_its_own_counter() -> None:
     assert est.bytes[(1, Kind.HUGETLB)] == 512 * MiB
     assert est.bytes[(0, Kind.ANON)] == 1 * MiB and est.bytes[(0, Kind.FILE)] == 4 * MiB
     assert est.unsampled_bytes == 3 * MiB  # no sampled anon/file/shmem stratum takes it
+
+
+def test_a_sparse_mapping_costs_what_the_caller_allows() -> None:
+    # 1 GiB resident in a 64 TiB reservation: the default budget drew 615,000 queries
+    p = FakeProcess()
+    p.add(64 << 40, Kind.ANON, GiB / (64 << 40), {0: 1.0})
+    counted: list[int] = []
+
+    def counting(addrs: Sequence[int]) -> Sequence[int]:
+        counted.append(len(addrs))
+        return p.query(addrs)
+
+    est = estimate_placement(build_strata(p.entries, PAGE), {Kind.ANON: GiB}, counting,
+                             rng=random.Random(3), max_queries=4_000)
+    assert est.samples == sum(counted) <= 4_000
+    assert est.budget_exhausted
+
+
+class Stop(Exception):
+    pass
+
+
+def test_the_caller_can_give_up_between_batches() -> None:
+    p = FakeProcess()
+    p.add(4 * GiB, Kind.ANON, 1.0, {0: 1.0})
+    batches = 0
+
+    def between() -> None:
+        nonlocal batches
+        batches += 1
+        if batches > 3:
+            raise Stop
+
+    queried: list[int] = []
+
+    def counting(addrs: Sequence[int]) -> Sequence[int]:
+        queried.append(len(addrs))
+        return p.query(addrs)
+
+    with pytest.raises(Stop):
+        estimate_placement(build_strata(p.entries, PAGE), {Kind.ANON: 4 * GiB}, counting,
+                           rng=random.Random(1), between=between)
+    assert len(queried) == 3  # asked before every batch; the fourth was never sent

@@ -34,6 +34,7 @@ from numa_exporter.readers.cgroups import read_cgroups
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.process_files import read_numa_maps, read_status
 from numa_exporter.readers.system import read_system, read_topology
+from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
     Abandoned,
     PlacementReader,
@@ -173,12 +174,18 @@ class Scanner:
         pending: list[int] = []
         # the budget counts time spent on processes, as its flag says
         deadline = self.clock() + cfg.scan_budget
-        for i, cand in enumerate(cands):
+        ordered, unbounded = order(cands, lambda c: self.table.peek(c.key))
+        left = len(ordered)
+        for cand in ordered:
+            left -= 1
             prev = self.table.peek(cand.key)
             if prev is not None and prev.denied:
                 states["denied"] += 1  # known denied: not read again, not counted again
                 continue
-            if self.clock() >= deadline or self.stop_event.is_set():
+            # a process given up before is read to the end after the others: progress is
+            # certain for it and it cannot starve them
+            to_end = cand is unbounded
+            if (self.clock() >= deadline and not to_end) or self.stop_event.is_set():
                 pending.append(cand.pid)
                 states["kept" if self._keep(prev, samples) else "skipped"] += 1
                 continue
@@ -190,12 +197,11 @@ class Scanner:
             if not p.read_now:
                 states["kept" if self._keep(prev, samples, p.next_due) else "skipped"] += 1
                 continue
-            # a read abandoned last time and first now runs to the end: progress is certain
-            first_again = i == 0 and prev is not None and prev.abandoned > 0
             t1 = self.clock()
+            mine = None if to_end else read_deadline(t1, deadline, left + 1,
+                                                     cfg.process_budget)
             try:
-                sample = self.reader.read(cand, system, p, None if first_again else deadline,
-                                          now, self.stop_event, groups)
+                sample = self.reader.read(cand, system, p, mine, now, self.stop_event, groups)
             except Abandoned:
                 self.table.get(cand.key).abandoned += 1
                 pending.append(cand.pid)
