@@ -88,7 +88,7 @@ def test_listing_errors_are_classified(proc: Path, exc: OSError, cls: type[Excep
     def fail(path: object) -> NoReturn:
         raise exc
 
-    monkeypatch.setattr(os, "scandir", fail)
+    monkeypatch.setattr(os, "listdir", fail)
     with pytest.raises(cls):
         open_device_files(proc, 4242)
 
@@ -97,10 +97,10 @@ def test_fd_closed_between_listing_and_readlink(proc: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     real = os.readlink
 
-    def flaky(path: str | os.PathLike[str]) -> str:
-        if str(path).endswith("/fd/4"):
+    def flaky(path: str | os.PathLike[str], *, dir_fd: int | None = None) -> str:
+        if str(path) == "4":  # read relative to the open fd folder
             raise FileNotFoundError(2, "No such file or directory")
-        return real(path)
+        return real(path, dir_fd=dir_fd)
 
     monkeypatch.setattr(os, "readlink", flaky)
     got = [d.path for d in open_device_files(proc, 4242, stat_rdev=False)]
@@ -170,3 +170,21 @@ def test_fixture_links_are_not_followed_to_this_machines_dev(tmp_path: Path) -> 
     assert amap._stat_rdev is False
     assert open_device_files(proc, 7, stat_rdev=amap._stat_rdev,
                              pattern=re.compile("/dev/null")) == (DeviceFd("/dev/null", None),)
+
+
+def test_a_long_fd_scan_can_be_stopped(proc: Path) -> None:
+    from numa_exporter.sources.process_fds import CHECK_EVERY, Stopped
+
+    fd = proc / "4242" / "fd"
+    for i in range(1000, 1000 + 2 * CHECK_EVERY):
+        (fd / str(i)).symlink_to("/tmp/not-a-device")
+    looks: list[int] = []
+
+    def stop() -> bool:
+        looks.append(1)
+        return len(looks) == 2
+
+    with pytest.raises(Stopped):
+        open_device_files(proc, 4242, stat_rdev=False, stop=stop)
+    assert len(looks) == 2
+    assert open_device_files(proc, 4242, stat_rdev=False, stop=lambda: False)

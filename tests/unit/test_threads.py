@@ -325,3 +325,37 @@ def test_malformed_task_stat(data: bytes) -> None:
 def test_task_stat_with_parentheses_in_comm() -> None:
     s = parse_task_stat(stat_line(Task(5, state="D", cpu=7, utime=3, stime=4), "a) (b"))
     assert s is not None and (s.state, s.ticks, s.processor) == (b"D", 7, 7)
+
+
+def test_a_stopped_pass_resumes_where_it_stopped(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # 300 threads, a deadline after the first look at the clock: the pass stops with the
+    # threads read so far, and the next one reads only the rest (no thread read twice)
+    from numa_exporter.readers.threads import CHECK_EVERY, Unfinished
+
+    tasks = [Task(PID + i) for i in range(300)]
+    write(tmp_path, tasks)
+    files = ProcFS(tmp_path).process(PID)
+    reads: list[str] = []
+    real = threads_mod.TaskDir.read
+
+    def counting(self, rel: str, source: str) -> bytes:  # type: ignore[no-untyped-def]
+        reads.append(rel)
+        return real(self, rel, source)
+
+    monkeypatch.setattr(threads_mod.TaskDir, "read", counting)
+    looks = 0
+
+    def stop() -> bool:
+        nonlocal looks
+        looks += 1
+        return looks == 1
+
+    with pytest.raises(Unfinished) as info:
+        read_threads(files, {}, Errors(), stop=stop)
+    part = info.value.readings
+    assert len(part) == CHECK_EVERY - 1
+    got = read_threads(files, {}, Errors(), stop=stop, done=part)
+    assert got == [full(t) for t in tasks]
+    stats = [r for r in reads if r.endswith("/stat")]
+    assert len(stats) == len(set(stats)) == 300

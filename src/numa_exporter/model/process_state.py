@@ -31,6 +31,8 @@ class ProcessState:
     key: ProcessKey
     drift: DriftTrack
     threads: dict[int, ThreadReading] = field(default_factory=dict)
+    # threads read so far in a pass stopped at a deadline, by tid (the next read resumes)
+    threads_partial: dict[int, ThreadReading] = field(default_factory=dict)
     migrated: ThreadSum | None = None
     denied: bool = False
     last: ProcessSample | None = None  # the last sample served for the process

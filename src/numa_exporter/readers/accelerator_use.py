@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import structlog
 
 from numa_exporter.config import Config
@@ -48,10 +50,12 @@ class AcceleratorMap:
         return tuple(AcceleratorDevice(a.device, a.pci_address, a.vendor, a.driver, a.node)
                      for a in self.devices)
 
-    def uses(self, pid: int, texts: tuple[str, ...]) -> tuple[AcceleratorUse, ...]:
+    def uses(self, pid: int, texts: tuple[str, ...], stop: Callable[[], bool] | None = None
+             ) -> tuple[AcceleratorUse, ...]:
         """Return the accelerators a process has open, plus those pinned to it by config.
 
-        Raises Gone when the process vanished; Denied when its fd folder is unreadable.
+        Raises Gone when the process vanished; Denied when its fd folder is unreadable;
+        ``sources.process_fds.Stopped`` when ``stop`` ended the fd scan.
         """
         found: dict[str, Accelerator] = {}
         for pin in self.config.accelerator_pins:
@@ -64,7 +68,7 @@ class AcceleratorMap:
             fds: tuple[DeviceFd, ...]
             try:
                 fds = ProcFS(self.config.roots.procfs).process(pid).fds(
-                    stat_rdev=self._stat_rdev)
+                    stat_rdev=self._stat_rdev, stop=stop)
             except Absent:
                 fds = ()  # the process is there without an fd folder (a partial tree)
             except Gone:

@@ -30,15 +30,28 @@ from numa_exporter.sources.errors import Gone
 from numa_exporter.sources.procfs import ProcessFiles
 from numa_exporter.sources.threads import TaskDir, ThreadMissing
 
-__all__ = ["ThreadReading", "read_threads"]
+__all__ = ["ThreadReading", "Unfinished", "read_threads"]
 
 _RUNNABLE = frozenset({b"R"})  # on a CPU or waiting for one
+CHECK_EVERY = 64  # threads read between two looks at the clock
+
+
+class Unfinished(Exception):
+    """The reading was stopped (a deadline); ``readings`` holds the threads read so far,
+    by tid, to pass back as ``done`` to finish the pass later."""
+
+    def __init__(self, readings: dict[int, ThreadReading]) -> None:
+        super().__init__(f"{len(readings)} threads read before the stop")
+        self.readings = readings
 
 
 def read_threads(
     files: ProcessFiles,
     previous: Mapping[int, ThreadReading],
     parse_error: Callable[[str, str], None],
+    *,
+    stop: Callable[[], bool] | None = None,
+    done: Mapping[int, ThreadReading] | None = None,
 ) -> list[ThreadReading]:
     """Return a reading of each thread of the process, by tid.
 
@@ -47,14 +60,25 @@ def read_threads(
     while it is read is left out; a malformed stat, schedstat or sched is reported through
     ``parse_error(source, path)``. Raises Gone when the process is gone, Denied when the
     thread list or a thread's file is not readable, and another SourceError for other errors.
+
+    ``stop`` is asked every :data:`CHECK_EVERY` threads; when it says so, :class:`Unfinished`
+    is raised with the readings so far. Passing those back as ``done`` resumes the pass:
+    threads in ``done`` that are still listed are not read again.
     """
+    done = done or {}
     with TaskDir(files) as td:
         task = td.path
         tids = td.tids()
         out: list[ThreadReading] = []
         schedstat = sched = True  # the kernel has the file (until a thread shows it has not)
         vanished = False
-        for tid in tids:
+        for i, tid in enumerate(tids):
+            kept = done.get(tid)
+            if kept is not None:
+                out.append(kept)
+                continue
+            if stop is not None and i % CHECK_EVERY == CHECK_EVERY - 1 and stop():
+                raise Unfinished({t.tid: t for t in out})
             name = str(tid)
             prev = previous.get(tid)
             run_ns = slices = None

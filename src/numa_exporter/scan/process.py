@@ -37,9 +37,10 @@ from numa_exporter.readers.process_files import (
     read_numa_maps,
     read_stat,
 )
-from numa_exporter.readers.threads import read_threads
+from numa_exporter.readers.threads import Unfinished, read_threads
 from numa_exporter.scan.select import Candidate, texts
 from numa_exporter.sources.errors import Denied, Gone, SourceError
+from numa_exporter.sources.process_fds import Stopped
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -148,21 +149,28 @@ class ProcessReader:
         self._btime: int | None = None
 
     # --- stage 1: threads ----------------------------------------------------------------
-    def threads(self, files: ProcessFiles, st: ProcessState
+    def threads(self, files: ProcessFiles, st: ProcessState,
+                stop: Callable[[], bool] | None = None
                 ) -> tuple[list[ThreadReading] | None, list[tuple[int, float]], dict[int, int]]:
         """Return the thread readings (None if unlisted), home weights and threads per node.
 
         A thread's weight is its CPU time since the previous scan; a thread that started
-        since then is weighted by all of its CPU time (it all happened since).
+        since then is weighted by all of its CPU time (it all happened since). Raises
+        Abandoned when ``stop`` says so; the threads read by then are kept and the next
+        read goes on from there.
         """
         try:
-            threads: list[ThreadReading] | None = read_threads(files, st.threads,
-                                                               self.errors.parse)
+            threads: list[ThreadReading] | None = read_threads(
+                files, st.threads, self.errors.parse, stop=stop, done=st.threads_partial)
+        except Unfinished as part:
+            st.threads_partial = part.readings
+            raise Abandoned from None
         except Gone:
             raise
         except SourceError as err:
             self.errors.read(err)
             threads = None
+        st.threads_partial = {}
         node_of_cpu = self.topology().node_of_cpu()
         by_node: dict[int, int] = {}
         weights: list[tuple[int, float]] = []
@@ -185,13 +193,22 @@ class ProcessReader:
         return threads, weights, by_node
 
     # --- stage 2: placement --------------------------------------------------------------
-    def past(self, deadline: float | None, stop: threading.Event | None) -> Callable[[], None]:
-        """Return a check that raises Abandoned past ``deadline`` or once ``stop`` is set."""
+    def over(self, deadline: float | None, stop: threading.Event | None) -> Callable[[], bool]:
+        """Return a test that says True past ``deadline`` or once ``stop`` is set."""
         clock = self.clock
 
+        def over() -> bool:
+            return (stop is not None and stop.is_set()) or (
+                deadline is not None and clock() >= deadline)
+
+        return over
+
+    def past(self, deadline: float | None, stop: threading.Event | None) -> Callable[[], None]:
+        """Return a check that raises Abandoned past ``deadline`` or once ``stop`` is set."""
+        over = self.over(deadline, stop)
+
         def check() -> None:
-            if (stop is not None and stop.is_set()) or (
-                    deadline is not None and clock() >= deadline):
+            if over():
                 raise Abandoned
 
         return check
@@ -268,13 +285,16 @@ class ProcessReader:
         return out
 
     # --- stage 3: home -------------------------------------------------------------------
-    def accelerators(self, cand: Candidate, found: tuple[str, ...]
-                     ) -> tuple[AcceleratorUse, ...]:
-        """Return the accelerators the process uses (none with the collector off)."""
+    def accelerators(self, cand: Candidate, found: tuple[str, ...],
+                     stop: Callable[[], bool] | None = None) -> tuple[AcceleratorUse, ...]:
+        """Return the accelerators the process uses (none with the collector off); raises
+        Abandoned when ``stop`` ends its fd scan."""
         if not self.config.enabled("accelerator"):
             return ()
         try:
-            return self.accel.uses(cand.pid, found)
+            return self.accel.uses(cand.pid, found, stop)
+        except Stopped:
+            raise Abandoned from None
         except Gone:
             raise
         except SourceError as err:
@@ -338,7 +358,7 @@ class ProcessReader:
         stat = cand.stat
         st = self.table.get(cand.key)
         method = plan_.method if plan_ is not None else "full"
-        _threads, weights, by_node = self.threads(files, st)
+        _threads, weights, by_node = self.threads(files, st, self.over(deadline, stop))
         hold = [0.0]
         c0 = self.cpu()
         try:
@@ -371,7 +391,7 @@ class ProcessReader:
         found: tuple[str, ...] = (stat.comm,)
         if cfg.home_pins or cfg.accelerator_pins:
             found = texts(files, stat.comm)
-        uses = self.accelerators(cand, found)
+        uses = self.accelerators(cand, found, self.over(deadline, stop))
         accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
         home: Home = home_for(weights, affinity, pinned_home(cfg, found), accel_nodes)
         cgroup_path, cg = self.cgroup(files)

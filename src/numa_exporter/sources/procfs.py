@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from numa_exporter.sources.errors import Absent, Gone, classify
@@ -112,14 +112,17 @@ class ProcessFiles:
         """
         return self._stream("maps")
 
-    def fds(self, *, stat_rdev: bool) -> tuple[DeviceFd, ...]:
+    def fds(self, *, stat_rdev: bool, stop: Callable[[], bool] | None = None
+            ) -> tuple[DeviceFd, ...]:
         """Return the accelerator device files the process has open (see process_fds).
 
         A missing fd folder raises Absent while the process's directory is there (a
-        partial tree), Gone when the process is gone.
+        partial tree), Gone when the process is gone; ``stop`` may end the scan early
+        (process_fds.Stopped).
         """
         try:
-            return open_device_files(self.path.parent, self.pid, stat_rdev=stat_rdev)
+            return open_device_files(self.path.parent, self.pid, stat_rdev=stat_rdev,
+                                     stop=stop)
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
