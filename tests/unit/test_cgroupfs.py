@@ -184,7 +184,7 @@ def test_error_classification(monkeypatch: pytest.MonkeyPatch, err: int,
         raise OSError(err, os.strerror(err), str(path))
 
     fs = CgroupFS(V2_SYS)
-    monkeypatch.setattr(files, "open", fail, raising=False)
+    monkeypatch.setattr(files.os, "open", fail)
     if expected is None:
         assert fs.memory_stat("/system.slice/foo.service", {}) is None
     else:
@@ -196,7 +196,7 @@ def test_unreadable_controllers_file_lets_v2_serve(monkeypatch: pytest.MonkeyPat
     def fail(path: object, *args: object, **kwargs: object) -> NoReturn:
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
 
-    monkeypatch.setattr(files, "open", fail, raising=False)
+    monkeypatch.setattr(files.os, "open", fail)
     lay = detect_layout(V2_SYS / "fs" / "cgroup")
     assert lay.layout == "unified" and lay.v2_controllers is None
     assert lay.version_for("memory") == 2

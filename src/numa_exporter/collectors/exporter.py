@@ -62,8 +62,14 @@ PROCESS_READ_DURATION = MetricSpec(
     "Seconds the exporter spent reading one process's files, over every process read since "
     "it started (numa_process_read_duration_seconds is the last read of each process).")
 
+SCAN_STAGE = MetricSpec(
+    "numa_exporter_scan_stage_seconds", "gauge",
+    "CPU seconds (the scanning thread's) the last scan spent in each stage: system (vmstat, "
+    "node files), select (listing and screening processes), processes (reading them), "
+    "cgroups.", ("stage",))
+
 SPECS = (BUILD, SCAN_DURATION, SCAN_INTERVAL, SCAN_BUDGET, LAST_SCAN, SCANS, PROCESSES,
-         BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, PROCESS_READ_DURATION)
+         BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, PROCESS_READ_DURATION, SCAN_STAGE)
 
 
 def read_time_family(times: ReadTimes) -> Metric:
@@ -110,6 +116,10 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
         f.add_metric([source, reason], n)
     yield f
     yield read_time_family(st.read_times)
+    f = family(SCAN_STAGE)
+    for stage, sec in st.stage_seconds:
+        f.add_metric([stage], sec)
+    yield f
 
 
 COLLECTOR = CollectorDef(

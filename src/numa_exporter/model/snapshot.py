@@ -128,6 +128,8 @@ class ExporterStats:
     # the configuration the scan ran under (the exporter collector reports them)
     scan_interval: float = 0.0
     scan_budget: float = 0.0
+    # CPU seconds of the last scan by stage (system, select, processes, cgroups), in order
+    stage_seconds: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,15 +41,10 @@ def parse_pid_status(data: bytes) -> PidStatus:
     nodes below 1024).
     """
     f: dict[str, str] = {}
-    name = b""
     for _, text in lines(data):
         key, sep, val = text.partition(":")
         if sep:
             f[key] = val.strip()
-    for raw in data.split(b"\n"):
-        if raw.startswith(b"Name:"):  # the raw bytes: a process may name itself anything
-            name = raw[5:].strip(b" \t")
-            break
     errors = 0
 
     def num(key: str) -> int | None:
@@ -84,7 +79,7 @@ def parse_pid_status(data: bytes) -> PidStatus:
 
     sizes = {attr: kb(key) for key, attr in _KB.items()}
     return PidStatus(
-        name=label_text(name),
+        name=parse_pid_status_name(data),
         tgid=num("Tgid"),
         uid=num("Uid"),
         threads=num("Threads"),
@@ -123,3 +118,18 @@ def parse_pid_status_resident(data: bytes) -> tuple[int | None, int]:
     malformed VmRSS reads as None here; the full :func:`parse_pid_status` counts it.
     """
     return _kb_field(data, b"VmRSS:"), _kb_field(data, b"HugetlbPages:") or 0
+
+
+def parse_pid_status_name(data: bytes) -> str:
+    """Return the ``Name:`` of a status file as safe text ("" when absent), exactly as
+    :func:`parse_pid_status` gives it, without parsing the rest (for screening by pattern)."""
+    if data.startswith(b"Name:"):
+        i = 0
+    else:
+        i = data.find(b"\nName:")
+        if i < 0:
+            return label_text(b"")
+        i += 1
+    j = data.find(b"\n", i)
+    # the raw bytes: a process may name itself anything
+    return label_text(data[i + 5: j if j >= 0 else len(data)].strip(b" \t"))

@@ -16,6 +16,7 @@ from numa_exporter.parsers.pid_stat import PidStat, parse_pid_stat
 from numa_exporter.parsers.pid_status import (
     PidStatus,
     parse_pid_status,
+    parse_pid_status_name,
     parse_pid_status_resident,
 )
 from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
@@ -33,16 +34,21 @@ def unbounded(chunks: Iterable[bytes]) -> Iterator[bytes]:
     return iter(chunks)
 
 
-def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter
-                ) -> PidStatus | None:
+def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
+                keep: Callable[[str], bool] | None = None) -> PidStatus | None:
     """Return the parsed status, or None when its resident memory (VmRSS + HugetlbPages) is
-    below ``min_resident`` (decided from two lines, the common case).
+    below ``min_resident`` (decided from two lines, the common case) or when ``keep``,
+    given the process's name, says no (decided before the full parse).
 
     A kernel thread's status has ``vm_rss`` None. Raises the SourceError of the read.
     """
     raw = files.status()
     vm_rss, hugetlb = parse_pid_status_resident(raw)
-    if vm_rss is not None and vm_rss + hugetlb < min_resident:
+    if vm_rss is None and b"\nVmRSS:" not in raw:  # a kernel thread: no user memory
+        return PidStatus(parse_pid_status_name(raw), None, None, None, None, None, None, None,
+                         None, None, None)
+    if vm_rss is not None and (vm_rss + hugetlb < min_resident or (
+            keep is not None and not keep(parse_pid_status_name(raw)))):
         return None
     status = parse_pid_status(raw)
     if status.error_count:

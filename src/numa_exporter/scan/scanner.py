@@ -42,6 +42,7 @@ from numa_exporter.scan.process import (
     SampledReader,
 )
 from numa_exporter.scan.select import Candidate, new_states, select
+from numa_exporter.scan.stages import StageTimer
 from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
@@ -75,8 +76,10 @@ class Scanner:
         accelerators: AcceleratorSource | None = None,
         sampled: SampledReader | None = None,
         wall: Callable[[], float] = time.time,
+        cpu: Callable[[], float] = time.thread_time,
     ) -> None:
         self._config = config
+        self.cpu = cpu
         self.errors = ErrorReporter()
         self.accel = AcceleratorMap(accelerators, config)
         self.cgroupfs = CgroupFS(config.roots.sysfs) if config.enabled("cgroup") else None
@@ -242,8 +245,10 @@ class Scanner:
         wall = wall or self.wall
         now = wall()  # one wall clock per scan: drift ages and cadence use this reading
         t0 = self.clock()
+        stages = StageTimer(self.cpu)
         states = new_states()
         system = self._read_system()
+        stages.done("system")
         samples: list[ProcessSample] = []
         pending: list[int] = []
         groups: list[ProcCgroup] = []
@@ -256,13 +261,16 @@ class Scanner:
                 self.errors.read(err)
             except Exception as exc:
                 self.errors.bug("proc", str(self.proc.root), exc)
+            stages.done("select")
             samples, pending = self._process_scan(cands, system, now, states, groups)
+            stages.done("processes")
         cgroups: tuple[CgroupSample, ...] = ()
         if self.cgroupfs is not None:
             try:
                 cgroups = read_cgroups(self.cgroupfs, groups, self.errors)
             except Exception as exc:
                 self.errors.bug("cgroup", str(self.config.roots.sysfs), exc)
+            stages.done("cgroups")
         self.state.budget_skipped_total += len(pending)
         self.state.pending = pending
         if listed is not None:
@@ -270,8 +278,8 @@ class Scanner:
         self.state.scans += 1
         self._once_notes(system, states, len(samples))
         duration = self.clock() - t0
-        stats = self._stats(duration, wall(), states)
-        fields: dict[str, object] = {}
+        stats = replace(self._stats(duration, wall(), states), stage_seconds=stages.seconds())
+        fields: dict[str, object] = {f"cpu_{k}": round(v, 5) for k, v in stages.seconds()}
         if states["denied"]:
             fields["hint"] = DENIED_HINT
         log.info("scan", processes=states["scanned"], kept=states["kept"],

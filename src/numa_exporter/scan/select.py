@@ -70,8 +70,11 @@ def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
     """Return the candidate for ``pid``, or None (counted in ``states``, except kernel
     threads, which have no user memory and are not processes for this exporter)."""
     files = proc.process(pid)
+    patterns = config.include is not None or config.exclude is not None
     try:
-        status = read_status(files, config.min_resident, errors)
+        # the patterns are matched before the full parse: most processes stop there
+        status = read_status(files, config.min_resident, errors,
+                             (lambda name: matches(config, files, name)) if patterns else None)
     except Gone:
         states["gone"] += 1
         return None
@@ -85,7 +88,7 @@ def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
     if status.vm_rss is None:  # kernel thread: no user memory
         return None
     cand = Candidate(pid, status, files)
-    if cand.resident < config.min_resident or not matches(config, files, status.name):
+    if cand.resident < config.min_resident:
         states["skipped"] += 1
         return None
     return cand

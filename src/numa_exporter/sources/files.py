@@ -14,21 +14,29 @@ STREAM_CHUNK = 64 << 10  # read size for streamed files (seq_file returns at mos
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
-def read_small(path: Path, source: str) -> bytes:
+def read_small(path: Path | str, source: str) -> bytes:
     """Return the bytes of a small file (at most MAX_SMALL_FILE); raise a SourceError."""
     try:
-        with open(path, "rb", buffering=0) as fh:
-            parts: list[bytes] = []
-            size = 0
-            while size < MAX_SMALL_FILE:
-                chunk = fh.read(CHUNK)
-                if not chunk:
-                    break
-                parts.append(chunk)
-                size += len(chunk)
-            return b"".join(parts)
+        fd = os.open(path, _FLAGS)
     except OSError as err:
         raise classify(source, str(path), err) from err
+    try:
+        first = os.read(fd, CHUNK)
+        if not first:
+            return first
+        parts = [first]
+        size = len(first)
+        while size < MAX_SMALL_FILE:
+            chunk = os.read(fd, CHUNK)
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
+    except OSError as err:
+        raise classify(source, str(path), err) from err
+    finally:
+        os.close(fd)
 
 
 def read_optional(path: Path, source: str) -> bytes | None:

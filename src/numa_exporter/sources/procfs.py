@@ -21,7 +21,7 @@ class ProcFS:
     def pids(self) -> list[int]:
         """Return the process ids listed in the root (directories named by digits)."""
         try:
-            return sorted(int(e.name) for e in os.scandir(self.root) if e.name.isdigit())
+            return sorted(int(n) for n in os.listdir(self.root) if n.isdigit())
         except OSError as err:
             raise classify("proc", str(self.root), err) from err
 
@@ -71,23 +71,35 @@ class ProcFS:
 
     def process(self, pid: int) -> ProcessFiles:
         """Return the file accessor of one process."""
-        return ProcessFiles(self.root / str(pid), pid)
+        return ProcessFiles(f"{self.root}/{pid}", pid)
 
 
 class ProcessFiles:
-    """Files of one process (``/proc/<pid>``); every read raises a classified SourceError."""
+    """Files of one process (``/proc/<pid>``); every read raises a classified SourceError.
 
-    def __init__(self, path: Path, pid: int) -> None:
-        self.path = path
+    The folder is kept as text and made a Path only when asked for: a scan screens every
+    process of the host by its status, and building paths was a good part of that.
+    """
+
+    def __init__(self, path: Path | str, pid: int) -> None:
+        self._dir = str(path)
+        self._path = path if isinstance(path, Path) else None
         self.pid = pid
+
+    @property
+    def path(self) -> Path:
+        """Return the process's folder."""
+        if self._path is None:
+            self._path = Path(self._dir)
+        return self._path
 
     def status(self) -> bytes:
         """Return the bytes of status."""
-        return read_small(self.path / "status", "status")
+        return read_small(f"{self._dir}/status", "status")
 
     def stat(self) -> bytes:
         """Return the bytes of stat."""
-        return read_small(self.path / "stat", "stat")
+        return read_small(f"{self._dir}/stat", "stat")
 
     def cmdline(self) -> bytes:
         """Return the bytes of cmdline (NUL-separated)."""
