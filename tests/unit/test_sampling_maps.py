@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -149,3 +150,30 @@ def test_own_maps_parse_cleanly() -> None:
     assert Kind.ANON in kinds and Kind.FILE in kinds
     strata = build_strata(res.entries, os.sysconf("SC_PAGE_SIZE"))
     assert strata[Kind.FILE].pages > 0
+
+
+def test_a_maps_text_is_parsed_once_while_it_does_not_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from numa_exporter.readers import sampled_placement as sp
+
+    calls: list[int] = []
+    real = sp.parse_pid_maps
+
+    def counting(lines):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real(lines)
+
+    monkeypatch.setattr(sp, "parse_pid_maps", counting)
+    text = (b"7f0000000000-7f0040000000 rw-p 00000000 00:00 0 \n"
+            b"7f0040000000-7f0040001000 ---p 00000000 00:00 0 \n")
+    cache = sp.FrameCache(max_text=1 << 10)
+    a = cache.frame(7, [text[:30], text[30:]], 4096, ())
+    b = cache.frame(7, [text], 4096, ())
+    assert b is a and len(calls) == 1
+    assert (a.largest_mapping, a.mappings) == (1 << 30, 2)
+    grown = text.replace(b"7f0040000000 rw-p", b"7f0080000000 rw-p")
+    c = cache.frame(7, [grown], 4096, ())  # the text changed: parsed again
+    assert len(calls) == 2 and c.largest_mapping == 2 << 30
+    cache.frame(7, [grown * 20], 4096, ())  # above max_text: parsed, streamed, not kept
+    cache.frame(7, [grown * 20], 4096, ())
+    assert len(calls) == 4

@@ -18,9 +18,11 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
+import itertools
 import os
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from numa_exporter.model.sampling import (
@@ -28,11 +30,13 @@ from numa_exporter.model.sampling import (
     DEFAULT_CONFIDENCE,
     DEFAULT_TARGET_ERROR,
     PlacementEstimate,
+    Stratum,
     build_strata,
     estimate_placement,
     largest_mapping,
     status_totals,
 )
+from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.sources.errors import ReadFailed, SourceError
@@ -44,13 +48,77 @@ _MOVE_PAGES: MovePages | None = None
 
 def maps_lines(files: ProcessFiles) -> Iterator[bytes]:
     """Yield the lines of ``maps`` (the VMA list; reading it walks no page tables)."""
+    return _lines(files.maps())
+
+
+def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Yield the lines of a text given in chunks, each with its newline (the last may lack
+    one); only a newline ends a line, as the kernel writes them."""
     rest = b""
-    for chunk in files.maps():
+    for chunk in chunks:
         *whole, rest = (rest + chunk).split(b"\n")
         for line in whole:
             yield line + b"\n"
     if rest:
         yield rest
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """The sampling frame of one ``maps`` text: its strata and what the scan keeps of it."""
+
+    strata: dict[Kind, Stratum]
+    parse_errors: int
+    largest_mapping: int
+    mappings: int
+
+
+class FrameCache:
+    """The last frame per pid, reused while the process's ``maps`` text is byte for byte the
+    same: the text is still read each time (no page walk), but not parsed again. A process of
+    many threads has a mapping per thread stack; parsing them was most of a sampled read.
+
+    Bounded: at most ``max_entries`` pids and texts of at most ``max_text`` bytes are kept.
+    """
+
+    def __init__(self, max_entries: int = 256, max_text: int = 1 << 20) -> None:
+        self.max_entries = max_entries
+        self.max_text = max_text
+        self._frames: dict[int, tuple[bytes, Frame]] = {}
+
+    def frame(self, pid: int, chunks: Iterable[bytes], page_size: int,
+              hugetlbfs_mounts: tuple[str, ...]) -> Frame:
+        """Return the frame of the maps text of ``pid`` given in ``chunks``: the kept one
+        when the text is the same, else parsed (and kept when it is small enough)."""
+        it = iter(chunks)
+        head: list[bytes] = []
+        size = 0
+        for chunk in it:
+            head.append(chunk)
+            size += len(chunk)
+            if size > self.max_text:  # too big to keep: parse it as it streams
+                return _parse(itertools.chain(head, it), page_size, hugetlbfs_mounts)
+        text = b"".join(head)
+        kept = self._frames.get(pid)
+        if kept is not None and kept[0] == text:
+            return kept[1]
+        got = _parse((text,), page_size, hugetlbfs_mounts)
+        if self.max_entries > 0:
+            if pid not in self._frames and len(self._frames) >= self.max_entries:
+                del self._frames[next(iter(self._frames))]  # the oldest
+            self._frames[pid] = (text, got)
+        return got
+
+
+FRAMES = FrameCache()
+
+
+def _parse(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...]
+           ) -> Frame:
+    """Return the frame of a maps text given in chunks."""
+    maps = parse_pid_maps(_lines(chunks))
+    strata = build_strata(maps.entries, page_size, hugetlbfs_mounts)
+    return Frame(strata, maps.error_count, largest_mapping(strata), len(maps.entries))
 
 
 def default_move_pages() -> MovePages:
@@ -123,6 +191,7 @@ def read_sampled(
     max_queries: int | None = None,
     hugetlbfs_mounts: tuple[str, ...] = DEFAULT_HUGETLBFS_MOUNTS,
     between: Callable[[], None] | None = None,
+    frames: FrameCache | None = FRAMES,
 ) -> PlacementEstimate:
     """Return the sampled placement of one process.
 
@@ -131,7 +200,8 @@ def read_sampled(
     when this machine has no move_pages at all: call :func:`sampling_available` once first).
     ``max_queries`` bounds the pages queried (the scan sizes it to the full read's cost);
     ``between`` is called before each move_pages batch and may raise to give the read up.
-    Matches ``scan/process.py``'s ``SampledReader`` protocol.
+    ``frames`` keeps each pid's parsed maps while its text does not change (None: parse
+    every time). Matches ``scan/process.py``'s ``SampledReader`` protocol.
     """
     try:
         mp = move_pages or default_move_pages()
@@ -139,8 +209,11 @@ def read_sampled(
         raise ReadFailed("move_pages", f"move_pages({files.pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     size = page_size or os.sysconf("SC_PAGE_SIZE")
-    maps = parse_pid_maps(maps_lines(files))
-    strata = build_strata(maps.entries, size, hugetlbfs_mounts)
+    if frames is None:
+        frame = _parse(files.maps(), size, hugetlbfs_mounts)
+    else:
+        frame = frames.frame(files.pid, files.maps(), size, hugetlbfs_mounts)
+    strata = frame.strata
     try:
         est = estimate_placement(
             strata,
@@ -156,6 +229,5 @@ def read_sampled(
     except Unsupported as exc:  # ENOSYS from the kernel
         raise ReadFailed("move_pages", f"move_pages({files.pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
-    return dataclasses.replace(est, parse_errors=maps.error_count,
-                               largest_mapping=largest_mapping(strata),
-                               mappings=len(maps.entries))
+    return dataclasses.replace(est, parse_errors=frame.parse_errors,
+                               largest_mapping=frame.largest_mapping, mappings=frame.mappings)
