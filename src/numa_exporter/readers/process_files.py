@@ -9,10 +9,12 @@ except where a function says it reports them itself.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable, Iterator
 
 from numa_exporter.parsers.numa_maps import NumaMaps, parse_numa_maps
 from numa_exporter.parsers.pid_stat import PidStat, parse_pid_stat
+from numa_exporter.parsers.pid_statm import parse_pid_statm
 from numa_exporter.parsers.pid_status import (
     PidStatus,
     parse_pid_status,
@@ -34,14 +36,33 @@ def unbounded(chunks: Iterable[bytes]) -> Iterator[bytes]:
     return iter(chunks)
 
 
+_NO_MM = PidStatus("", None, None, None, None, None, None, None, None, None, None)
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
 def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
-                keep: Callable[[str], bool] | None = None) -> PidStatus | None:
+                keep: Callable[[str], bool] | None = None, statm: bool = False
+                ) -> PidStatus | None:
     """Return the parsed status, or None when its resident memory (VmRSS + HugetlbPages) is
     below ``min_resident`` (decided from two lines, the common case) or when ``keep``,
     given the process's name, says no (decided before the full parse).
 
-    A kernel thread's status has ``vm_rss`` None. Raises the SourceError of the read.
+    With ``statm`` (the caller knows no hugetlb page is in use on the host, so HugetlbPages
+    is 0 everywhere), ``statm`` decides first: a process below ``min_resident`` there is
+    not read further, one without an mm is returned as a kernel thread; an unreadable or
+    malformed statm leaves the decision to status. A kernel thread's
+    status has ``vm_rss`` None. Raises the SourceError of the read.
     """
+    if statm and min_resident > 0:
+        try:
+            pages = parse_pid_statm(files.statm())
+        except SourceError:  # status says what is wrong (or has what statm lacks)
+            pages = None
+        if pages is not None:
+            if pages.size_pages == 0:
+                return _NO_MM  # a kernel thread (or a zombie): no user memory
+            if pages.resident_pages * PAGE_SIZE < min_resident:
+                return None
     raw = files.status()
     vm_rss, hugetlb = parse_pid_status_resident(raw)
     if vm_rss is None and b"\nVmRSS:" not in raw:  # a kernel thread: no user memory

@@ -256,7 +256,8 @@ class Scanner:
         if cfg.enabled("process"):
             cands: list[Candidate] = []
             try:
-                cands, listed = select(self.proc, cfg, self.errors, self.state.pending, states)
+                cands, listed = select(self.proc, cfg, self.errors, self.state.pending, states,
+                                       no_hugetlb_in_use(system))
             except SourceError as err:
                 self.errors.read(err)
             except Exception as exc:
@@ -314,6 +315,16 @@ class Scanner:
             scan_interval=self.config.scan_interval,
             scan_budget=self.config.scan_budget,
         )
+
+
+def no_hugetlb_in_use(system: SystemSample) -> bool:
+    """Return True when the system read shows, for every node, every huge page size free:
+    then no process maps a hugetlb page and its resident memory is statm's alone."""
+    nodes = system.topology.nodes
+    if not nodes or set(system.hugepages) != set(nodes):
+        return False  # not read (node collector off, one node, a read error): not known
+    return all(h.total is not None and h.free is not None and h.total == h.free
+               for sizes in system.hugepages.values() for h in sizes.values())
 
 
 def empty_topology() -> Topology:

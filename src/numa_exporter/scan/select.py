@@ -66,15 +66,18 @@ def matches(config: Config, files: ProcessFiles, comm: str) -> bool:
 
 
 def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
-           states: dict[str, int]) -> Candidate | None:
+           states: dict[str, int], statm: bool = False) -> Candidate | None:
     """Return the candidate for ``pid``, or None (counted in ``states``, except kernel
-    threads, which have no user memory and are not processes for this exporter)."""
+    threads, which have no user memory and are not processes for this exporter).
+
+    ``statm``: no hugetlb page is in use on the host; screen by ``statm`` first."""
     files = proc.process(pid)
     patterns = config.include is not None or config.exclude is not None
     try:
         # the patterns are matched before the full parse: most processes stop there
         status = read_status(files, config.min_resident, errors,
-                             (lambda name: matches(config, files, name)) if patterns else None)
+                             (lambda name: matches(config, files, name)) if patterns else None,
+                             statm)
     except Gone:
         states["gone"] += 1
         return None
@@ -95,16 +98,18 @@ def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
 
 
 def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequence[int],
-           states: dict[str, int]) -> tuple[list[Candidate], frozenset[int]]:
+           states: dict[str, int], statm: bool = False
+           ) -> tuple[list[Candidate], frozenset[int]]:
     """Return the candidates in reading order (each with its stat read) and every pid listed.
 
-    Raises the SourceError of listing the procfs root.
+    ``statm``: no hugetlb page is in use on the host (see :func:`screen`). Raises the
+    SourceError of listing the procfs root.
     """
     out: list[Candidate] = []
     pids = proc.pids()
     for pid in pids:
         try:
-            cand = screen(proc, pid, config, errors, states)
+            cand = screen(proc, pid, config, errors, states, statm)
         except Exception as exc:  # one bad file costs one process, never the scan
             errors.bug("status", f"{proc.root}/{pid}/status", exc)
             states["skipped"] += 1

@@ -101,6 +101,10 @@ class ProcessFiles:
         """Return the bytes of stat."""
         return read_small(f"{self._dir}/stat", "stat")
 
+    def statm(self) -> bytes:
+        """Return the bytes of statm (page counts: size, resident, ...)."""
+        return read_small(f"{self._dir}/statm", "statm")
+
     def cmdline(self) -> bytes:
         """Return the bytes of cmdline (NUL-separated)."""
         return read_small(self.path / "cmdline", "cmdline")
