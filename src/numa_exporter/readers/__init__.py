@@ -1,0 +1,1 @@
+"""Readers: where sources (bytes from a root) meet parsers (bytes to values)."""
