@@ -27,6 +27,17 @@ from numa_exporter.parsers.memory_manager_state import (
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "kubelet"
 REAL = FIX / "containerd-systemd-v2" / "var" / "lib" / "kubelet"
+REAL_ONE_GPU = (
+    b'{"Data":{"PodDeviceEntries":[{"PodUID":"513cb897-0262-4868-826f-aa943ee45a38","Container'
+    b'Name":"app","ResourceName":"nvidia.com/gpu","DeviceIDs":{"0":["GPU-77a702db-e37f-3a74-d4'
+    b'6d-c5713f66058c"]},"AllocResp":"CkIKFk5WSURJQV9WSVNJQkxFX0RFVklDRVMSKEdQVS03N2E3MDJkYi1l'
+    b'MzdmLTNhNzQtZDQ2ZC1jNTcxM2Y2NjA1OGMaJAoOL2Rldi9udmlkaWFjdGwSDi9kZXYvbnZpZGlhY3RsGgJydxom'
+    b'Cg8vZGV2L252aWRpYS11dm0SDy9kZXYvbnZpZGlhLXV2bRoCcncaMgoVL2Rldi9udmlkaWEtdXZtLXRvb2xzEhUv'
+    b'ZGV2L252aWRpYS11dm0tdG9vbHMaAnJ3Gi4KEy9kZXYvbnZpZGlhLW1vZGVzZXQSEy9kZXYvbnZpZGlhLW1vZGVz'
+    b'ZXQaAnJ3GiAKDC9kZXYvbnZpZGlhMBIML2Rldi9udmlkaWEwGgJydw=="}],"RegisteredDevices":{"nvidia'
+    b'.com/gpu":["GPU-77a702db-e37f-3a74-d46d-c5713f66058c","GPU-9b341c59-f96b-ba85-c137-78c36'
+    b'52fea65","GPU-c1e9f249-b37b-81c2-a8d9-ba5ca0294841"]}},"Checksum":133412836}'
+)
 
 # --- CPU Manager ------------------------------------------------------------------------
 
@@ -68,6 +79,24 @@ def test_cpu_v1_by_container_id(text: str, want: dict[str, set[int]]) -> None:
     assert (s.version, s.checksum) == ("v1", "verified")
     assert s.by_container_id == {k: frozenset(v) for k, v in want.items()}
     assert s.containers == {}
+
+
+def test_cpu_v1_checksum_without_entries() -> None:
+    # state_checkpoint_test.go "Fail to restore checkpoint from checkpoint with v1 checksum":
+    # a v1 kubelet's hash; today's kubelet refuses it, this parser accepts the v1 layout
+    s = parse_cpu_manager_state(
+        b'{"policyName": "none", "defaultCPUSet": "1-3", "checksum": 1694838852}')
+    assert s.checksum == "verified" and s.containers == {}
+
+
+def test_cpu_v4_default_set_only() -> None:
+    # state_checkpoint_test.go "Restore default CPU set" (v4; outer v2 part corrupted)
+    s = parse_cpu_manager_state(json.dumps({
+        "policyName": "other", "defaultCPUSet": "1-9", "checksum": 1234,
+        "data": '{"policyName":"none","defaultCPUSet":"4-6"}',
+        "dataChecksum": 657950972}).encode())
+    assert (s.version, s.checksum, s.policy) == ("v4", "verified", "none")
+    assert s.default_cpus == frozenset({4, 5, 6})
 
 
 def test_cpu_v1_empty_entries_verified() -> None:
@@ -115,6 +144,11 @@ def test_cpu_v4_wrong_data_checksum_is_refused() -> None:
      '826f-aa943ee45a38":{"app":"1-3"},"94283d1b-ce5a-4797-bff8-0cf0c7143b2b":{"app":"14-16"}}'
      ',"checksum":1623972425}', 2),
     ('{"policyName":"static","defaultCpuSet":"0-27","checksum":273146150}', 0),
+    ('{"policyName":"static","defaultCpuSet":"0,4-27","entries":{"39b37746-7f5e-4064-b8e1-'
+     'eebd2bfaa003":{"app":"1-3"}},"checksum":3300516549}', 1),
+    ('{"policyName":"static","defaultCpuSet":"0,13","entries":{"55784671-0e4e-49e2-b4d6-'
+     'c0377ca14c81":{"app":"1-12"},"6c5f3038-adfc-485d-9943-3fd5e825300d":{"app":"14-27"}},'
+     '"checksum":3558029577}', 2),
     ('{"policyName":"static","defaultCpuSet":"0,20-27","entries":{"9388acc6-a396-4f03-a353-'
      'ce153da46aaf":{"app":"1-13,17-19"},"f21fe02b-e6e2-4d04-9a4a-9e57367fa324":{"app":'
      '"14-16"}},"checksum":4055801500}', 2),
@@ -259,6 +293,13 @@ def test_device_real_kubelet_file_with_nodes() -> None:
         ("513cb897", "app", "nvidia.com/gpu", frozenset({0})),
         ("94283d1b", "app", "nvidia.com/gpu", frozenset({1}))]
     assert len(s.registered["nvidia.com/gpu"]) == 3
+
+
+def test_device_real_kubelet_file_one_gpu() -> None:
+    # the same 1.20 node (tests/fixtures/kubelet/README.md): one GPU on node 0
+    s = parse_kubelet_internal_checkpoint(REAL_ONE_GPU)
+    assert (s.version, s.checksum) == ("v2", "verified")
+    assert [(e.container, e.nodes) for e in s.entries] == [("app", frozenset({0}))]
 
 
 def test_device_real_file_without_entries() -> None:
