@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from numa_exporter.parsers.numa_maps import COMPILED, parse_numa_maps
+from numa_exporter.readers.threads import ThreadReading, read_threads
 from numa_exporter.sources.files import STREAM_CHUNK
 from numa_exporter.sources.procfs import ProcFS
-from numa_exporter.sources.threads import ThreadReading, read_threads
 
 REPO = Path(__file__).resolve().parents[1]
 Contender = Callable[[], object]

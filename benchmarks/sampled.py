@@ -13,7 +13,7 @@ so they stall while a reader holds it. Each round runs three conditions in an or
 per round, each in a window of at least ``--window`` s (a longer read extends its window):
 
   alone    nothing reads the target
-  sampled  status + maps + move_pages estimate (numa_exporter.placement_sampled)
+  sampled  status + maps + move_pages estimate (numa_exporter.readers.sampled_placement)
   full     the exporter's streamed parse of numa_maps (the kernel walks every page table)
 
 and records the read's wall time, the target's worst and 99th-percentile mmap/munmap latency
@@ -45,7 +45,7 @@ from typing import Any
 
 from numa_exporter.parsers.numa_maps import Kind, parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.placement_sampled import read_sampled, sampling_available
+from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
 from numa_exporter.sources.move_pages import DEFAULT_PAUSE_S, MAX_BATCH, MovePages
 from numa_exporter.sources.procfs import ProcFS
 

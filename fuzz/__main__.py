@@ -15,13 +15,13 @@ from pathlib import Path
 from fuzz.targets import TARGETS, seeds
 
 PARSER_MODULES = (
-    "numa_exporter.parsers._kv", "numa_exporter.parsers._text",
+    "numa_exporter.parsers._kv", "numa_exporter.parsers.text",
     "numa_exporter.parsers.cpulist", "numa_exporter.parsers.memory_numa_stat",
     "numa_exporter.parsers.memory_stat", "numa_exporter.parsers.node_distance",
     "numa_exporter.parsers.node_meminfo", "numa_exporter.parsers.numa_balancing",
     "numa_exporter.parsers.numa_maps", "numa_exporter.parsers.pid_sched",
     "numa_exporter.parsers.pid_stat", "numa_exporter.parsers.pid_status",
-    "numa_exporter.parsers.proc_cgroup", "numa_exporter.parsers.stat",
+    "numa_exporter.parsers.proc_cgroup", "numa_exporter.parsers.proc_stat",
     "numa_exporter.parsers.vmstat",
 )
 DONE = re.compile(r"Done (\d+) runs in (\d+) second")

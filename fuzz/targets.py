@@ -156,15 +156,15 @@ def fuzz_numa_balancing(data: bytes) -> None:
 
 
 def fuzz_stat(data: bytes) -> None:
-    from numa_exporter.parsers.stat import parse_btime
+    from numa_exporter.parsers.proc_stat import parse_btime
 
     r = parse_btime(data)
     assert r is None or (isinstance(r, int) and r >= 0), r
 
 
 def fuzz_proc_cgroup(data: bytes) -> None:
-    from numa_exporter.parsers._text import label_text
     from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
+    from numa_exporter.parsers.text import label_text
 
     r = parse_proc_cgroup(data)
     assert isinstance(r, ProcCgroup) and r.error_count >= 0
@@ -208,7 +208,7 @@ def fuzz_memory_numa_stat(data: bytes) -> None:
 
 
 def fuzz_label_text(data: bytes) -> None:
-    from numa_exporter.parsers._text import MAX_LABEL_CHARS, label_text, safe_text
+    from numa_exporter.parsers.text import MAX_LABEL_CHARS, label_text, safe_text
 
     out = label_text(data)
     assert _is_safe_text(out) and len(out) <= MAX_LABEL_CHARS

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from numa_exporter.collectors.registry import ALL
+from numa_exporter.collectors.registry import ALL, SPECS_BY_COLLECTOR
 
 BEGIN = "<!-- metrics:begin -->"
 END = "<!-- metrics:end -->"
@@ -33,10 +33,9 @@ def collectors_table() -> str:
 def metrics_table() -> str:
     """Return the markdown table of every metric family of every collector."""
     rows = ["| metric | type | labels | collector | meaning |", "|---|---|---|---|---|"]
-    for c in ALL:
-        for s in c.specs:
-            labels = ", ".join(s.labels) or "-"
-            rows.append(f"| `{s.name}` | {s.type} | {labels} | {c.name} | {_cell(s.help)} |")
+    for name, s in SPECS_BY_COLLECTOR:
+        labels = ", ".join(s.labels) or "-"
+        rows.append(f"| `{s.name}` | {s.type} | {labels} | {name} | {_cell(s.help)} |")
     return "\n".join(rows)
 
 

@@ -9,31 +9,23 @@ from __future__ import annotations
 
 import argparse
 import platform
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn
 
 import structlog
-from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
-from prometheus_client.registry import CollectorRegistry
 
 from numa_exporter import __version__, logs
-from numa_exporter.config import (
-    COLLECTORS,
-    DEFAULT_PORT,
-    AcceleratorPin,
-    Config,
-    HomePin,
-    parse_duration,
-    parse_size,
-)
+from numa_exporter.collectors.registry import COLLECTORS
+from numa_exporter.config import DEFAULT_PORT, AcceleratorPin, Config, HomePin
+from numa_exporter.flags import duration as _duration
+from numa_exporter.flags import positive_duration as _positive_duration
+from numa_exporter.flags import size as _size
 from numa_exporter.patterns import Pattern, PatternError, compile_pattern
 from numa_exporter.roots import RootError, Roots
-from numa_exporter.web import WebConfigError, add_web_flags, settings_from_args
+from numa_exporter.web import WebConfigError, WebSettings, add_web_flags, settings_from_args
 
 log = structlog.get_logger()
 
@@ -57,31 +49,10 @@ def _regex(text: str) -> Pattern:
         raise argparse.ArgumentTypeError(f"bad regular expression {text!r}: {exc}") from None
 
 
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _duration(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def _interval(text: str) -> float:
     v = _duration(text)
     if not MIN_INTERVAL <= v <= MAX_INTERVAL:
         raise argparse.ArgumentTypeError(f"must be between 100ms and 24h: {text!r}")
-    return v
-
-
-def _positive_duration(text: str) -> float:
-    v = _duration(text)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return v
 
 
@@ -254,7 +225,7 @@ def roots_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 def pins_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser, roots: Roots
                    ) -> tuple[tuple[HomePin, ...], tuple[AcceleratorPin, ...]]:
     """Return the pins of --config.file, checked against this host's nodes; exits 2 if bad."""
-    from numa_exporter.pins import PinError, check_nodes, load_pins
+    from numa_exporter.config_file import PinError, check_nodes, load_pins
 
     if ns.records and not Path(ns.records).is_file():
         parser.error(f"--accelerator.records={ns.records}: not a file")
@@ -274,15 +245,17 @@ def pins_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser, root
 
 def host_nodes(roots: Roots) -> tuple[int, ...]:
     """Return the NUMA nodes of the host whose sysfs ``roots`` names (``(0,)`` without NUMA)."""
-    from numa_exporter.errors import ErrorReporter
+    from numa_exporter.readers.error_report import ErrorReporter
+    from numa_exporter.readers.system import read_topology
     from numa_exporter.sources.sysfs import NodeSysFS
-    from numa_exporter.system import read_topology
 
     return read_topology(NodeSysFS(roots.sysfs), ErrorReporter(quiet=True)).nodes
 
 
-def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Config:
-    """Return the Config the parsed flags describe; exits 2 for inconsistent values."""
+def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
+                     ) -> tuple[Config, WebSettings]:
+    """Return the Config and the web settings the parsed flags describe; exits 2 for
+    inconsistent values."""
     try:
         web = settings_from_args(ns)
     except WebConfigError as exc:
@@ -320,8 +293,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) ->
         sample_above=ns.sample_above,
         full_interval=ns.full_interval,
         process_budget=ns.process_budget,
-        web=web,
-    )
+    ), web
 
 
 def inspect_config(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Config:
@@ -334,59 +306,10 @@ def inspect_config(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> C
                   config_file=Path(ns.config_file) if ns.config_file else None)
 
 
-def run_daemon(config: Config) -> int:
-    """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status."""
-    from numa_exporter.app import build_app
-    from numa_exporter.web import WebSettings, serve
-
-    # handlers first: a SIGHUP during start-up must not end the process (its default action)
-    wake = threading.Event()
-    pending: list[signal.Signals] = []
-
-    def _signal(signum: int, _frame: object) -> None:
-        pending.append(signal.Signals(signum))
-        wake.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _signal)
-    registry = CollectorRegistry(auto_describe=False)  # snapshot families: cached per scan
-    live = CollectorRegistry(auto_describe=False)  # the exporter's own, rendered per scrape
-    web = config.web if isinstance(config.web, WebSettings) else WebSettings()
-    if not web.disable_exporter_metrics:
-        ProcessCollector(registry=live)
-        PlatformCollector(registry=live)
-        GCCollector(registry=live)
-    app = build_app(config, registry)
-    try:
-        server = serve(web, registry, lambda: app.sampler.snapshot, live)
-    except OSError as exc:
-        print(f"numa-exporter: error: cannot listen on {config.listen_address}: {exc.strerror}",
-              file=sys.stderr)
-        return 1
-    log.info("listening", address=config.listen_address, path=config.telemetry_path,
-             tls=web.config.tls is not None, basic_auth=bool(web.config.users),
-             version=__version__, procfs=str(config.roots.procfs),
-             sysfs=str(config.roots.sysfs), interval=config.scan_interval,
-             nodes=list(app.sampler.scanner.topology.nodes))
-    app.start()
-    while True:
-        wake.wait()
-        wake.clear()
-        while pending:
-            sig = pending.pop(0)
-            if sig == signal.SIGHUP:
-                app.reload()
-                continue
-            log.info("stopping", signal=sig.name)
-            app.stop()
-            server.shutdown()
-            return 0
-
-
 def _udev_dump() -> int:
     import json
 
-    from numa_exporter.sources.accelerators import UdevAcceleratorSource
+    from numa_exporter.readers.accelerators import UdevAcceleratorSource
 
     try:
         dump = UdevAcceleratorSource().dump()
@@ -398,7 +321,7 @@ def _udev_dump() -> int:
 
 
 def _inspect(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from numa_exporter.diagnose import run
+    from numa_exporter.inspect.command import run
 
     logs.configure("error", logs.DEFAULT_FORMAT)
     return run(inspect_config(ns, parser), ns.pid, as_json=ns.json)
@@ -423,9 +346,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if ns.command in commands:
         return commands[ns.command]()
+    from numa_exporter.daemon import run_daemon
+
     logs.configure(ns.log_level, ns.log_format)
-    config = config_from_args(ns, parser)
+    config, web = config_from_args(ns, parser)
     warning = config.roots.missing_nodes()
     if warning:
         log.warning(warning)
-    return run_daemon(config)
+    return run_daemon(config, web)

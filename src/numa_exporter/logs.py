@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from numa_exporter.parsers._text import safe_text
+from numa_exporter.parsers.text import safe_text
 
 
 def _safe_values(_: object, __: str, event: structlog.types.EventDict) -> structlog.types.EventDict:

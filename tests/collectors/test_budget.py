@@ -12,7 +12,7 @@ from tests.conftest import ROOTS
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import SystemSample
 from numa_exporter.roots import Roots
-from numa_exporter.scanner import Scanner
+from numa_exporter.scan.scanner import Scanner
 
 
 class FakeClock:
@@ -150,7 +150,7 @@ def test_one_exception_anywhere_costs_one_process_not_the_scan() -> None:
     assert snap.stats.read_errors[("process", "error")] == 1
     # and a failure of the system read leaves the processes served
     scanner._read_system_real = scanner._read_system  # type: ignore[attr-defined]
-    import numa_exporter.scanner as sc
+    import numa_exporter.scan.scanner as sc
 
     orig = sc.read_system
 

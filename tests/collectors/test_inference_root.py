@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from tests.conftest import ROOTS
 
-from numa_exporter.app import accelerator_source
 from numa_exporter.config import Config
+from numa_exporter.config_file import load_pins
 from numa_exporter.model.snapshot import ProcessSample, Snapshot
-from numa_exporter.pins import load_pins
+from numa_exporter.readers.accelerator_use import accelerator_source
 from numa_exporter.roots import Roots
-from numa_exporter.scanner import Scanner
+from numa_exporter.scan.scanner import Scanner
 
 BASE = ROOTS / "inference"
 EXP: dict[str, Any] = json.loads((BASE / "EXPECTED.json").read_text())

@@ -10,7 +10,11 @@ from typing import Any
 import pytest
 from tests.conftest import ROOTS
 
-from numa_exporter.diagnose import main
+from numa_exporter.cli import main as cli_main
+
+
+def main(argv: list[str]) -> int:
+    return cli_main(["inspect", *argv])
 
 
 def _run(capsys: pytest.CaptureFixture[str], root: str, pid: int, *extra: str) -> dict[str, Any]:

@@ -12,9 +12,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
 from numa_exporter.collectors.kubernetes import emit_view
-from numa_exporter.errors import ErrorReporter
+from numa_exporter.model.kubernetes import KubernetesView
 from numa_exporter.parsers.proc_cgroup import parse_proc_cgroup
-from numa_exporter.readers.kubernetes import KubernetesReader, KubernetesView
+from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.kubernetes import KubernetesReader
 from numa_exporter.sources.rootfs import RootFS
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures" / "kubelet" / "containerd-systemd-v2"

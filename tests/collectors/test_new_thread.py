@@ -9,7 +9,7 @@ from tests.conftest import ROOTS
 
 from numa_exporter.config import Config
 from numa_exporter.roots import Roots
-from numa_exporter.scanner import Scanner
+from numa_exporter.scan.scanner import Scanner
 
 PID = 139  # two_node: numatouch, one thread on CPU 0 (node 0)
 

@@ -10,7 +10,7 @@ from tests.conftest import ROOTS
 
 from numa_exporter.config import Config
 from numa_exporter.roots import Roots
-from numa_exporter.scanner import Scanner
+from numa_exporter.scan.scanner import Scanner
 
 PID = 400  # four_node: threads 400 and 407
 

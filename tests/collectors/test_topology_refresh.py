@@ -9,8 +9,8 @@ from tests.conftest import ROOTS
 
 from numa_exporter.config import Config
 from numa_exporter.roots import Roots
-from numa_exporter.sampler import Sampler
-from numa_exporter.scanner import Scanner
+from numa_exporter.scan.sampler import Sampler
+from numa_exporter.scan.scanner import Scanner
 
 
 def test_topology_reread_only_after_an_event(tmp_path: Path) -> None:

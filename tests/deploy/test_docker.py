@@ -190,7 +190,7 @@ def test_image_install_steps_work_outside_a_container(tmp_path: Path) -> None:
     assert wheel.name == f"numa_exporter-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-        assert "numa_exporter/metrics_spec.py" in names
+        assert "numa_exporter/collectors/spec.py" in names
         assert "numa_exporter/py.typed" in names
         entry = z.read(f"numa_exporter-{version}.dist-info/entry_points.txt").decode()
         meta = z.read(f"numa_exporter-{version}.dist-info/METADATA").decode()

@@ -12,6 +12,7 @@ VOLATILE = (
     "numa_exporter_last_scan_timestamp_seconds",
     "numa_exporter_scans_total",
     "numa_exporter_process_read_duration_seconds",
+    "numa_exporter_collector_duration_seconds",
     "numa_process_read_duration_seconds",
     "numa_process_last_scan_timestamp_seconds",
     "numa_process_next_scan_timestamp_seconds",

@@ -23,13 +23,14 @@ from prometheus_client.registry import CollectorRegistry
 from tests.conftest import ROOTS, Daemon
 from tests.e2e.exposition import values
 
-from numa_exporter.app import accelerator_source
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
-from numa_exporter.diagnose import render, report
+from numa_exporter.inspect.command import systemd_unit
+from numa_exporter.inspect.diagnosis import render, report
 from numa_exporter.logs import configure
+from numa_exporter.readers.accelerator_use import accelerator_source
 from numa_exporter.roots import Roots
-from numa_exporter.scanner import Scanner
+from numa_exporter.scan.scanner import Scanner
 
 StartDaemon = Callable[..., Daemon]
 PID = "130"  # a scanned process of the two_node root, comm "numatouch", cgroup "/"
@@ -140,7 +141,7 @@ def test_inspect_report_of_a_hostile_process_is_valid_utf8(tmp_path: Path) -> No
     config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
     sample, system = Scanner(config).sample_one(int(PID))
     assert sample is not None
-    rep = report(sample, system, config)
+    rep = report(sample, system, *systemd_unit(config, int(PID)))
     assert (rep["comm"], rep["cgroup"], rep["unit"]) == (
         "bad\\xff\\xfe", "/bad\\xff.scope", "bad\\xff.scope")
     json.dumps(rep, ensure_ascii=False).encode("utf-8")

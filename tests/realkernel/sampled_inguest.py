@@ -21,7 +21,7 @@ from typing import Any
 
 from numa_exporter.parsers.numa_maps import parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.placement_sampled import read_sampled, sampling_available
+from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
 from numa_exporter.sources.procfs import ProcFS
 
 NODE_SYS = Path("/sys/devices/system/node")

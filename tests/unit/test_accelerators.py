@@ -12,22 +12,18 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from numa_exporter.sources.accelerators import (
+from numa_exporter.parsers.pci import classify_pci, parse_char_major, parse_nvidia_information
+from numa_exporter.readers.accelerators import (
     Accelerator,
     AcceleratorSource,
     DeviceNode,
     FixtureAcceleratorSource,
-    TopologyEvent,
-    TopologyWatch,
     UdevAcceleratorSource,
-    UdevRecord,
     build_accelerators,
-    classify_pci,
     nvidia_nodes,
-    parse_char_major,
-    parse_nvidia_information,
-    watch_topology,
 )
+from numa_exporter.sources.topology_watch import TopologyEvent, TopologyWatch, watch_topology
+from numa_exporter.sources.udev import UdevRecord
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "udev"
 DGX = FIX / "dgx-h200.json"
@@ -49,11 +45,11 @@ def by_addr(accels: tuple[Accelerator, ...]) -> dict[str, Accelerator]:
 
 def test_fixture_is_an_accelerator_source(dgx: FixtureAcceleratorSource) -> None:
     src: AcceleratorSource = dgx
-    assert src.list()
+    assert src.discover()
 
 
 def test_default_classes(dgx: FixtureAcceleratorSource) -> None:
-    got = by_addr(dgx.list())
+    got = by_addr(dgx.discover())
     assert list(got) == sorted(got)
     assert set(got) == {
         "0000:03:00.0",  # ASPEED BMC VGA (0x0300)
@@ -66,7 +62,7 @@ def test_default_classes(dgx: FixtureAcceleratorSource) -> None:
 
 
 def test_rdma_behind_the_flag() -> None:
-    got = by_addr(FixtureAcceleratorSource(DGX, DGX_PROC, include_rdma=True).list())
+    got = by_addr(FixtureAcceleratorSource(DGX, DGX_PROC, include_rdma=True).discover())
     assert {"0000:29:00.0", "0000:a9:00.0"} <= set(got)  # IB controller, RoCE Ethernet
     assert "0000:4b:00.0" not in got  # igb: Ethernet without RDMA
     ib = got["0000:29:00.0"]
@@ -77,7 +73,7 @@ def test_rdma_behind_the_flag() -> None:
 
 
 def test_nvidia_gpu(dgx: FixtureAcceleratorSource) -> None:
-    g0, g1 = by_addr(dgx.list())["0000:1b:00.0"], by_addr(dgx.list())["0000:bb:00.0"]
+    g0, g1 = by_addr(dgx.discover())["0000:1b:00.0"], by_addr(dgx.discover())["0000:bb:00.0"]
     assert (g0.vendor_id, g0.device_id, g0.pci_class) == (0x10DE, 0x2335, 0x030200)
     assert (g0.vendor, g0.driver, g0.node, g0.kind) == ("NVIDIA Corporation", "nvidia", 0,
                                                          "display")
@@ -91,7 +87,7 @@ def test_nvidia_gpu(dgx: FixtureAcceleratorSource) -> None:
 
 
 def test_unknown_numa_node_is_kept(dgx: FixtureAcceleratorSource) -> None:
-    got = by_addr(dgx.list())
+    got = by_addr(dgx.discover())
     bmc = got["0000:03:00.0"]
     assert bmc.node == -1  # numa_node says -1: never guessed
     assert bmc.device == "card0"
@@ -103,12 +99,12 @@ def test_unknown_numa_node_is_kept(dgx: FixtureAcceleratorSource) -> None:
 
 
 def test_vendor_label_without_udev_database(dgx: FixtureAcceleratorSource) -> None:
-    amd = by_addr(dgx.list())["0000:d8:00.0"]
+    amd = by_addr(dgx.discover())["0000:d8:00.0"]
     assert (amd.vendor_name, amd.vendor, amd.device) == (None, "0x1002", "renderD130")
 
 
 def test_accel_subsystem(dgx: FixtureAcceleratorSource) -> None:
-    gaudi = by_addr(dgx.list())["0000:3c:00.0"]
+    gaudi = by_addr(dgx.discover())["0000:3c:00.0"]
     assert (gaudi.kind, gaudi.device, gaudi.vendor) == ("accelerator", "accel0",
                                                         "Habana Labs Ltd.")
 
@@ -132,7 +128,7 @@ def test_lookups(dgx: FixtureAcceleratorSource) -> None:
 
 
 def test_no_procfs_means_no_nvidia_nodes() -> None:
-    g0 = by_addr(FixtureAcceleratorSource(DGX).list())["0000:1b:00.0"]
+    g0 = by_addr(FixtureAcceleratorSource(DGX).discover())["0000:1b:00.0"]
     assert [n.path for n in g0.device_nodes] == ["/dev/dri/card1", "/dev/dri/renderD128"]
     assert g0.device == "renderD128"
 
@@ -193,9 +189,9 @@ def test_list_refreshes(tmp_path: Path) -> None:
     f = tmp_path / "u.json"
     f.write_text(json.dumps({"devices": []}))
     src = FixtureAcceleratorSource(f)
-    assert src.list() == ()
+    assert src.discover() == ()
     f.write_text(DGX.read_text())
-    assert len(src.list()) == 6
+    assert len(src.discover()) == 6
     assert src.device_for_rdev("char", 226, 0) is not None
 
 
@@ -274,7 +270,7 @@ def test_real_udev_sees_every_pci_device(udev: UdevAcceleratorSource) -> None:
 def test_real_udev_lists_the_display_and_accelerator_devices(rdma: bool) -> None:
     src = _real_source(rdma)
     sysfs = _sysfs_pci()
-    got = by_addr(src.list())
+    got = by_addr(src.discover())
     assert set(got) == _expected(sysfs, rdma)
     for addr, a in got.items():
         d = sysfs[addr]
@@ -293,13 +289,13 @@ def test_real_udev_dump_replays_through_the_fixture_source(udev: UdevAccelerator
     f = tmp_path / "this-machine.json"
     f.write_text(json.dumps(udev.dump()))
     for rdma in (False, True):
-        replay = FixtureAcceleratorSource(f, Path("/proc"), include_rdma=rdma).list()
-        live = _real_source(rdma).list()
+        replay = FixtureAcceleratorSource(f, Path("/proc"), include_rdma=rdma).discover()
+        live = _real_source(rdma).discover()
         assert replay == live
 
 
 def test_real_udev_lookups_agree_with_list(udev: UdevAcceleratorSource) -> None:
-    for a in udev.list():
+    for a in udev.discover():
         for n in a.device_nodes:
             assert udev.device_for_devname(n.path) is not None
             if n.rdev is not None:

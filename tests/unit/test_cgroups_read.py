@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from numa_exporter.cgroups import read_cgroups
-from numa_exporter.errors import ErrorReporter
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
+from numa_exporter.readers.cgroups import read_cgroups
+from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied
 

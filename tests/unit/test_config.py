@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from numa_exporter.config import parse_duration, parse_size
+from numa_exporter.config_file import PinError, check_nodes, load_pins, parse_node_list, parse_pins
+from numa_exporter.flags import parse_duration, parse_size
 from numa_exporter.patterns import MAX_TEXT, PatternError, compile_pattern
-from numa_exporter.pins import PinError, check_nodes, load_pins, parse_node_list, parse_pins
 from numa_exporter.web import parse_listen_address
 
 
@@ -89,7 +89,7 @@ def test_node_lists() -> None:
     assert parse_node_list("0") == {0}
     assert parse_node_list(" 0-2,5 ") == {0, 1, 2, 5}
     assert parse_node_list("1023") == {1023}
-    for bad in ("", "a", "0-", "-1", "1-0", "1024", "\u0663", "0" * 5 + "1"):
+    for bad in ("", "a", "0-", "-1", "1-0", "1024", "\u0663", "0" * 7 + "1"):
         assert parse_node_list(bad) is None, bad
 
 

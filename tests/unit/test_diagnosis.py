@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from numa_exporter.diagnose import diagnose, render, report
+from numa_exporter.inspect.diagnosis import diagnose, render, report
 from numa_exporter.model.binding import analyse
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
@@ -65,8 +65,6 @@ def test_full_mems_allowed_is_not_shown_as_bound() -> None:
     # "Memory allowed 0-1 (bound)" was printed for a full Mems_allowed with a bind policy
     s = _sample({1: 256 * MiB}, {("bind", frozenset({1})): 256 * MiB}, 0,
                 cpus=frozenset({0}), mems=frozenset({0, 1}))
-    from numa_exporter.config import Config
-
-    text = render(report(s, SYSTEM, Config()))
+    text = render(report(s, SYSTEM))
     assert "Memory allowed    0-1\n" in text
     assert "Memory bound to   node 1" in text

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from numa_exporter.model.kubernetes import OFF_SHARE, REASONS, kubelet_home, kubelet_mismatches
-from numa_exporter.readers.kubernetes import Assignment
+from numa_exporter.model.kubernetes import (
+    OFF_SHARE,
+    REASONS,
+    Assignment,
+    kubelet_home,
+    kubelet_mismatches,
+)
 
 MEM0 = Assignment(memory_nodes=frozenset({0}), memory_by_type={"memory": frozenset({0})})
 CPU1 = Assignment(cpus=frozenset({14, 15}), cpu_nodes=frozenset({1}))

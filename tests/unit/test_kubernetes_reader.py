@@ -9,15 +9,16 @@ from pathlib import Path
 import pytest
 import structlog
 
-from numa_exporter.errors import ErrorReporter
-from numa_exporter.model.kubernetes import kubelet_home, kubelet_mismatches
-from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
-from numa_exporter.readers.kubernetes import (
+from numa_exporter.model.kubernetes import (
     Assignment,
     ContainerRef,
-    KubernetesReader,
     KubernetesView,
+    kubelet_home,
+    kubelet_mismatches,
 )
+from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
+from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.kubernetes import KubernetesReader
 from numa_exporter.sources.errors import Denied
 from numa_exporter.sources.rootfs import RootFS
 

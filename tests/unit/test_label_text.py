@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from numa_exporter.parsers._text import MAX_LABEL_CHARS, label_text, safe_text
+from numa_exporter.parsers.text import MAX_LABEL_CHARS, label_text, safe_text
 
 
 def test_undecodable_bytes_become_escapes() -> None:

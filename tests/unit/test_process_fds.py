@@ -160,8 +160,8 @@ def test_fixture_links_are_not_followed_to_this_machines_dev(tmp_path: Path) -> 
     # a fixture fd link to /dev/null: stat would follow it to this machine's real
     # character device and report its (major, minor) as if the fixture process had it open
     from numa_exporter.config import Config
+    from numa_exporter.readers.accelerator_use import AcceleratorMap
     from numa_exporter.roots import Roots
-    from numa_exporter.usage import AcceleratorMap
 
     proc = tmp_path / "proc"
     (proc / "7" / "fd").mkdir(parents=True)

@@ -16,7 +16,7 @@ from numa_exporter.parsers.numa_balancing import parse_numa_balancing, parse_sys
 from numa_exporter.parsers.pid_stat import parse_pid_stat
 from numa_exporter.parsers.pid_status import parse_pid_status
 from numa_exporter.parsers.proc_cgroup import parse_proc_cgroup
-from numa_exporter.parsers.stat import parse_btime
+from numa_exporter.parsers.proc_stat import parse_btime
 from numa_exporter.parsers.vmstat import parse_vmstat
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"

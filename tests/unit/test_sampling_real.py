@@ -24,7 +24,7 @@ import pytest
 from numa_exporter.model.sampling import sample_size
 from numa_exporter.parsers.numa_maps import Kind, parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.placement_sampled import read_sampled, sampling_available
+from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
 from numa_exporter.sources.errors import Denied, Gone, ReadFailed
 from numa_exporter.sources.move_pages import (
     SYSCALL_NUMBERS,
@@ -229,7 +229,7 @@ def _unshare() -> str:
 
 def test_refused_inside_a_child_pid_namespace() -> None:
     """The container case: we run in a new PID namespace but read the host's procfs."""
-    code = ("from pathlib import Path; from numa_exporter.placement_sampled import "
+    code = ("from pathlib import Path; from numa_exporter.readers.sampled_placement import "
             "sampling_available as s; ok, why = s(Path('/proc')); print(ok); print(why)")
     r = subprocess.run([_unshare(), "--pid", "--fork", sys.executable, "-c", code],
                        capture_output=True, text=True, timeout=60, check=False)

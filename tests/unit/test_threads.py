@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from numa_exporter.parsers.pid_sched import find_pages_migrated, parse_pid_sched
 from numa_exporter.parsers.pid_schedstat import parse_schedstat
 from numa_exporter.parsers.task_stat import parse_task_stat
+from numa_exporter.readers.threads import ThreadReading, read_threads
 from numa_exporter.sources import threads as threads_mod
 from numa_exporter.sources.errors import Denied, Gone
 from numa_exporter.sources.procfs import ProcFS
-from numa_exporter.sources.threads import ThreadReading, read_threads
 
 PID = 300
 

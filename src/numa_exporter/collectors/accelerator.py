@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.parsers._text import label_text
+from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
-
-if TYPE_CHECKING:
-    from numa_exporter.config import Config
 
 DEVICE = MetricSpec(
     "numa_accelerator_info", "info",
@@ -31,7 +27,7 @@ PROCESS_DEVICE = MetricSpec(
 SPECS = (DEVICE, PROCESS_DEVICE)
 
 
-def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the machine's accelerators and the processes' accelerator uses."""
     f = family(DEVICE)
     for a in snap.accelerators:

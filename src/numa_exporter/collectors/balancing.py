@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
 
 from .base import CollectorDef
 from .families import family
-
-if TYPE_CHECKING:
-    from numa_exporter.config import Config
 
 MODE = MetricSpec(
     "numa_balancing_mode", "gauge",
@@ -27,7 +23,7 @@ PROMOTE_LIMIT = MetricSpec(
 SPECS = (MODE, PROMOTE_LIMIT)
 
 
-def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the balancing settings the scan read."""
     if snap.system.balancing_mode is not None:
         f = family(MODE)

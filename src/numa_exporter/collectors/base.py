@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
 
-if TYPE_CHECKING:  # config imports the registry for its collector names
-    from numa_exporter.config import Config
-
-Emit = Callable[[Snapshot, "Config"], Iterable[Metric]]
+Emit = Callable[[Snapshot], Iterable[Metric]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.parsers._text import label_text
+from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import Family, family, pattern_family
-
-if TYPE_CHECKING:
-    from numa_exporter.config import Config
 
 MEMORY = MetricSpec(
     "numa_cgroup_memory_bytes", "gauge",
@@ -36,7 +32,7 @@ UNIT = MetricSpec(
 SPECS = (MEMORY, STAT, UNIT)
 
 
-def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the per-cgroup families of the snapshot's cgroups."""
     mem, unit = family(MEMORY), family(UNIT)
     counters: dict[str, Family] = {}

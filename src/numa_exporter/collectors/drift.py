@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.parsers._text import label_text
+from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
-
-if TYPE_CHECKING:
-    from numa_exporter.config import Config
 
 P = ("pid", "comm")
 
@@ -39,7 +35,7 @@ DEPARTED = MetricSpec(
 SPECS = (BASELINE, CHANGE, ARRIVED, DEPARTED)
 
 
-def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the drift families of the snapshot's processes."""
     base, change, arr, dep = (family(s) for s in SPECS)
     for p in snap.processes:

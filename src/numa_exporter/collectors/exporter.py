@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
-from prometheus_client.core import Metric
+from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.samples import Sample
 
-from numa_exporter import __version__, selfmetrics
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter import __version__
+from numa_exporter.collectors.spec import MetricSpec
+from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.snapshot import Snapshot
 
 from .base import CollectorDef
 from .families import family
 
-if TYPE_CHECKING:
-    from numa_exporter.config import Config
-
-STATES = ("scanned", "skipped", "denied", "gone")
+# every process the scan considered is in exactly one state (their sum is the processes listed
+# with user memory; kernel threads are not counted)
+STATES = ("scanned", "kept", "skipped", "denied", "gone")
 
 BUILD = MetricSpec(
     "numa_exporter_build_info", "info",
@@ -41,9 +41,10 @@ SCANS = MetricSpec(
     "Scans completed since the exporter started.")
 PROCESSES = MetricSpec(
     "numa_exporter_processes", "gauge",
-    "Processes in the last scan by state: scanned (read), kept (not read this scan, by the "
-    "budget or the cadence: served with their last values), skipped (not selected or over "
-    "the scan budget), denied (permission), gone (exited while read).",
+    "Processes in the last scan by state, each in exactly one: scanned (read), kept (not "
+    "read this scan, by the budget or the cadence: served with their last values), skipped "
+    "(not selected, or over the scan budget with no values to keep), denied (permission), "
+    "gone (exited while read).",
     ("state",))
 BUDGET_SKIPPED = MetricSpec(
     "numa_exporter_budget_skipped_processes_total", "counter",
@@ -56,20 +57,38 @@ READ_ERRORS = MetricSpec(
     "numa_exporter_read_errors_total", "counter",
     "Files that could not be read, by source file and reason (denied, gone, error).",
     ("source", "reason"))
+PROCESS_READ_DURATION = MetricSpec(
+    "numa_exporter_process_read_duration_seconds", "histogram",
+    "Seconds the exporter spent reading one process's files, over every process read since "
+    "it started (numa_process_read_duration_seconds is the last read of each process).")
 
 SPECS = (BUILD, SCAN_DURATION, SCAN_INTERVAL, SCAN_BUDGET, LAST_SCAN, SCANS, PROCESSES,
-         BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, *selfmetrics.SPECS)
+         BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, PROCESS_READ_DURATION)
 
 
-def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
-    """Yield the exporter's own families: build, timing, outcomes, errors, instruments."""
+def read_time_family(times: ReadTimes) -> Metric:
+    """Return the per-process read-time histogram family (with its ``_created`` sample)."""
+    s = PROCESS_READ_DURATION
+    f = HistogramMetricFamily(s.family_name, s.help)
+    f.add_metric([], [(_le(b), n) for b, n in times.cumulative()], times.sum)
+    f.samples.append(Sample(f"{s.family_name}_created", {}, times.created))
+    return f
+
+
+def _le(bound: float) -> str:
+    """Return a bucket bound as prometheus-client writes it (``1.0``, ``+Inf``)."""
+    return "+Inf" if bound == float("inf") else repr(float(bound))
+
+
+def emit(snap: Snapshot) -> Iterator[Metric]:
+    """Yield the exporter's own families: build, timing, outcomes, errors, read times."""
     st = snap.stats
     f = family(BUILD)
     f.add_metric([__version__, platform.python_version()], 1)
     yield f
     for spec, value in ((SCAN_DURATION, st.duration_seconds),
-                        (SCAN_INTERVAL, config.scan_interval),
-                        (SCAN_BUDGET, config.scan_budget),
+                        (SCAN_INTERVAL, st.scan_interval),
+                        (SCAN_BUDGET, st.scan_budget),
                         (LAST_SCAN, st.timestamp),
                         (SCANS, st.scans)):
         f = family(spec)
@@ -90,7 +109,7 @@ def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
     for (source, reason), n in sorted(st.read_errors.items()):
         f.add_metric([source, reason], n)
     yield f
-    yield from st.self_metrics
+    yield read_time_family(st.read_times)
 
 
 COLLECTOR = CollectorDef(

@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
-from numa_exporter.parsers._text import label_text
+from numa_exporter.collectors.spec import MetricSpec
+from numa_exporter.model.kubernetes import KubernetesView
 from numa_exporter.parsers.cpulist import format_cpulist
-from numa_exporter.readers.kubernetes import KubernetesView
+from numa_exporter.parsers.text import label_text
 
 from .families import family
 

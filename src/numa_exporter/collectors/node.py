@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
 
 from .base import CollectorDef
 from .families import family
-
-if TYPE_CHECKING:
-    from numa_exporter.config import Config
 
 _NUMASTAT = "/sys/devices/system/node/node<N>/numastat"
 
@@ -57,7 +53,7 @@ HUGEPAGES = MetricSpec(
 SPECS = (MEMORY, *NUMASTAT.values(), CPUS, DISTANCE, HUGEPAGES)
 
 
-def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the per-node families of the snapshot's system sample."""
     sysm = snap.system
     topo = sysm.topology

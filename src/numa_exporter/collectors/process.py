@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import format_cpulist
+from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
-
-if TYPE_CHECKING:
-    from numa_exporter.config import Config
 
 P = ("pid", "comm")
 
@@ -88,7 +84,7 @@ SPECS = (MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START, R
          LAST_READ, NEXT_READ, PLACEMENT, SAMPLED_PAGES, RATIO_STDERR)
 
 
-def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the per-process placement families of the snapshot's processes."""
     mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err = (
         family(s) for s in SPECS)

@@ -6,9 +6,20 @@ README's metric reference are all derived from this list.
 
 from __future__ import annotations
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 
-from . import accelerator, balancing, binding, cgroup, drift, exporter, node, process, vmstat
+from . import (
+    accelerator,
+    balancing,
+    binding,
+    cgroup,
+    drift,
+    exporter,
+    node,
+    process,
+    scrape,
+    vmstat,
+)
 from .base import CollectorDef
 
 ALL: tuple[CollectorDef, ...] = (
@@ -26,9 +37,13 @@ ALL: tuple[CollectorDef, ...] = (
 # Names of the collectors a flag turns on and off (all default on).
 COLLECTORS: tuple[str, ...] = tuple(c.name for c in ALL if c.switchable)
 
-# Every family of every collector, as (collector name, spec), in exposition order.
-SPECS_BY_COLLECTOR: tuple[tuple[str, MetricSpec], ...] = tuple(
-    (c.name, s) for c in ALL for s in c.specs)
+# Every family of every collector, as (collector name, spec), in exposition order; the
+# per-collector success and duration families (emitted by the SnapshotCollector for every
+# collector) are listed under "exporter".
+SPECS_BY_COLLECTOR: tuple[tuple[str, MetricSpec], ...] = (
+    *((c.name, s) for c in ALL for s in c.specs),
+    *(("exporter", s) for s in scrape.SPECS),
+)
 SPECS: tuple[MetricSpec, ...] = tuple(s for _, s in SPECS_BY_COLLECTOR)
 
 

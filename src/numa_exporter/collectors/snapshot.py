@@ -1,32 +1,78 @@
-"""The prometheus-client collector: every enabled collector's families, from the last Snapshot."""
+"""The prometheus-client collector: every enabled collector's families, from the last Snapshot.
+
+Each collector runs in isolation, as node_exporter's do: one that raises costs its own
+families only, is logged once per kind of failure, and shows as
+``numa_exporter_collector_success{collector="NAME"} 0``; the others are served.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 
+import structlog
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from numa_exporter.config import Config
-from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.model.snapshot import ExporterStats, Snapshot
 
+from . import scrape
+from .base import CollectorDef
 from .registry import ALL
+
+log = structlog.get_logger("numa_exporter.collectors")
+MAX_LOGGED = 1000  # distinct failures remembered for log-once
 
 
 class SnapshotCollector(Collector):
     """Serves the snapshot returned by ``get``; a scrape never reads /proc itself."""
 
-    def __init__(self, get: Callable[[], Snapshot | None], config: Config) -> None:
+    def __init__(self, get: Callable[[], Snapshot | None], config: Config,
+                 collectors: tuple[CollectorDef, ...] | None = None,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
         self.get = get
         self.config = config
+        self.collectors = collectors  # None: the registry's
+        self.clock = clock
+        self._logged: set[tuple[str, str]] = set()
 
     def describe(self) -> list[Metric]:
         """Return no descriptions: families vary with the kernel (registry must not probe)."""
         return []
 
+    def _empty(self) -> Snapshot:
+        """Return the snapshot served before the first scan ends."""
+        c = self.config
+        return Snapshot(stats=ExporterStats(scan_interval=c.scan_interval,
+                                            scan_budget=c.scan_budget))
+
     def collect(self) -> Iterator[Metric]:
-        """Yield the families of every collector that is always on or enabled by flag."""
-        snap = self.get() or Snapshot()
-        for c in ALL:
-            if not c.switchable or self.config.enabled(c.name):
-                yield from c.emit(snap, self.config)
+        """Yield the families of every collector that is always on or enabled by flag, then
+        each one's success and duration."""
+        snap = self.get() or self._empty()
+        outcomes: dict[str, tuple[bool, float]] = {}
+        for c in self.collectors if self.collectors is not None else ALL:
+            if c.switchable and not self.config.enabled(c.name):
+                continue
+            t0 = self.clock()
+            try:
+                families = list(c.emit(snap))
+            except Exception as exc:  # a collector bug costs its own families only
+                families = []
+                self._failed(c.name, exc)
+                outcomes[c.name] = (False, self.clock() - t0)
+            else:
+                outcomes[c.name] = (True, self.clock() - t0)
+            yield from families
+        yield from scrape.emit(outcomes)
+
+    def _failed(self, name: str, exc: Exception) -> None:
+        key = (name, f"{type(exc).__name__}: {exc}"[:200])
+        if key in self._logged:
+            return
+        if len(self._logged) >= MAX_LOGGED:
+            self._logged.clear()
+        self._logged.add(key)
+        log.error("collector failed; its families are left out, the others are served",
+                  collector=name, error=key[1], exc_info=exc)

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
-from numa_exporter.metrics_spec import MetricSpec
+from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
 
 from .base import CollectorDef
 from .families import pattern_family
-
-if TYPE_CHECKING:
-    from numa_exporter.config import Config
 
 FIELD = MetricSpec(
     "numa_vmstat_<field>_total", "counter",
@@ -25,7 +21,7 @@ FIELD = MetricSpec(
 SPECS = (FIELD,)
 
 
-def emit(snap: Snapshot, config: Config) -> Iterator[Metric]:
+def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield one counter family per vmstat field the scan read."""
     for name, v in sorted(snap.system.vmstat.items()):
         f = pattern_family(FIELD, name)

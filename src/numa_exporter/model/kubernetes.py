@@ -1,6 +1,7 @@
-"""The kubelet's NUMA promises, and whether a process keeps them.
+"""Kubernetes attribution and the kubelet's NUMA promises, and whether a process keeps them.
 
-Pure functions over what the Kubernetes reader returns (``readers/kubernetes.py``).
+The values the Kubernetes reader returns (``readers/kubernetes.py``) and pure functions over
+them. Nothing here reads a file.
 
 Intended versus actual (docs/kubernetes.md):
 
@@ -18,11 +19,89 @@ Intended versus actual (docs/kubernetes.md):
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from numa_exporter.readers.kubernetes import Assignment
+from dataclasses import dataclass, field
 
 OFF_SHARE = 0.05  # bytes off the kubelet's memory nodes beyond this share: a mismatch
 REASONS = ("kubelet_memory_nodes", "kubelet_cpu_nodes", "kubelet_device_node")
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRef:
+    """Who a cgroup belongs to: labels as the ecosystem writes them.
+
+    ``container_id`` carries the runtime prefix (``containerd://<id>``) where the runtime is
+    known, as kube-state-metrics writes it; ``namespace``, ``pod`` and ``container`` are
+    empty where no file on the node names them (the UID and ID still join with
+    kube-state-metrics). ``kind`` is ``container``, ``sandbox`` (a pause container),
+    ``conmon`` (a runtime monitor), ``pod`` (the pod cgroup itself) or ``other``.
+    """
+
+    uid: str
+    qos: str
+    namespace: str = ""
+    pod: str = ""
+    container: str = ""
+    container_id: str = ""
+    kind: str = "container"
+    runtime: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """What the kubelet assigned one container, in NUMA nodes.
+
+    ``memory_nodes``: the union of its Memory Manager blocks' nodes (None: no blocks);
+    ``memory_by_type`` the same per memory type (``memory``, ``hugepages-1Gi``, ...);
+    ``cpus`` its exclusive CPUs and ``cpu_nodes`` their nodes (None: shared pool);
+    ``devices`` the nodes of its devices per resource (an empty set: the plugin gave no
+    topology).
+    """
+
+    memory_nodes: frozenset[int] | None = None
+    memory_by_type: dict[str, frozenset[int]] = field(default_factory=dict)
+    cpus: frozenset[int] | None = None
+    cpu_nodes: frozenset[int] | None = None
+    devices: dict[str, frozenset[int]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """Return whether the kubelet assigned nothing NUMA-specific."""
+        return self.memory_nodes is None and self.cpus is None and not self.devices
+
+    def by_resource(self) -> dict[str, frozenset[int]]:
+        """Return the assigned nodes per resource: ``cpu``, memory types, device resources."""
+        out: dict[str, frozenset[int]] = {}
+        if self.cpu_nodes is not None:
+            out["cpu"] = self.cpu_nodes
+        out.update(self.memory_by_type)
+        out.update(self.devices)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesView:
+    """What the node's files say about its pods, for the cgroups of one scan.
+
+    ``cgroups`` maps a cgroup path (as ``numa_cgroup_*`` labels it) to its container;
+    ``pods`` a pod UID to (namespace, name); ``assignments`` (pod UID, container name) to
+    the kubelet's assignment, ``assignments_by_id`` a container ID (bare) to one from an
+    old CPU Manager checkpoint keyed by container. ``cpu_policy`` and ``memory_policy``
+    are the checkpoints' policy names (empty: no checkpoint read).
+    """
+
+    cgroups: dict[str, ContainerRef] = field(default_factory=dict)
+    pods: dict[str, tuple[str, str]] = field(default_factory=dict)
+    assignments: dict[tuple[str, str], Assignment] = field(default_factory=dict)
+    assignments_by_id: dict[str, Assignment] = field(default_factory=dict)
+    cpu_policy: str = ""
+    memory_policy: str = ""
+
+    def assignment_for(self, ref: ContainerRef) -> Assignment | None:
+        """Return the kubelet's assignment of the container ``ref``, None without one."""
+        found = self.assignments.get((ref.uid, ref.container)) if ref.container else None
+        if found is None and ref.container_id:
+            found = self.assignments_by_id.get(ref.container_id.rpartition("://")[2])
+        return found
 
 
 def kubelet_home(assignment: Assignment | None) -> frozenset[int] | None:

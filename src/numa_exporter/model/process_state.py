@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from numa_exporter.model.counters import ThreadSum
 from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.snapshot import ProcessSample
-from numa_exporter.sources.threads import ThreadReading
+from numa_exporter.model.threads import ThreadReading
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -42,7 +42,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
-from numa_exporter.parsers.numa_maps import SHMEM_PREFIXES, Kind
+from numa_exporter.parsers.cpulist import MAX_NODE_ID
+from numa_exporter.parsers.numa_maps import SHMEM_PREFIXES, Kind, fold_nodes
 from numa_exporter.parsers.pid_maps import (
     DEFAULT_HUGETLBFS_MOUNTS,
     PSEUDO_PATHS,
@@ -63,7 +64,6 @@ DEFAULT_CENSUS_PAGES = 4096
 MIN_STRATUM_SAMPLES = 64
 #: Queries (resident or not) allowed per resident sample wanted, for sparse mappings.
 DEFAULT_BUDGET_FACTOR = 64
-_MAX_NODE = 1 << 12
 _NOT_RESIDENT = frozenset({-errno.ENOENT, -errno.EFAULT})
 _BATCH = 256
 
@@ -207,10 +207,7 @@ class PlacementEstimate:
 
     def node_bytes(self) -> dict[int, int]:
         """Return estimated resident bytes per node, all kinds together."""
-        out: dict[int, int] = {}
-        for (node, _), b in self.bytes.items():
-            out[node] = out.get(node, 0) + b
-        return out
+        return fold_nodes(self.bytes)
 
     def remote_ratio(self, home: frozenset[int]) -> float:
         """Return estimated remote bytes / estimated bytes (0 when there are none)."""
@@ -251,7 +248,7 @@ class _Tally:
     def add(self, statuses: Iterable[int]) -> None:
         for st in statuses:
             self.queried += 1
-            if 0 <= st <= _MAX_NODE:
+            if 0 <= st <= MAX_NODE_ID:
                 self.resident += 1
                 self.nodes[st] = self.nodes.get(st, 0) + 1
             elif st not in _NOT_RESIDENT:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from prometheus_client.core import Metric
-
 from numa_exporter.model.home import Home, Locality
+from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.topology import Topology
-from numa_exporter.parsers.numa_maps import Kind
+from numa_exporter.parsers.numa_maps import Kind, fold_nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +61,7 @@ class ProcessSample:
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""
-        out: dict[int, int] = {}
-        for (node, _), b in self.memory.items():
-            out[node] = out.get(node, 0) + b
-        return out
+        return fold_nodes(self.memory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +118,11 @@ class ExporterStats:
     budget_skipped_total: int = 0
     parse_errors: dict[str, int] = field(default_factory=dict)
     read_errors: dict[tuple[str, str], int] = field(default_factory=dict)
-    # the exporter's prometheus-client instruments as they were when the scan ended
-    self_metrics: tuple[Metric, ...] = ()
+    # per-process read times since start, as they were when the scan ended
+    read_times: ReadTimes = field(default_factory=ReadTimes)
+    # the configuration the scan ran under (the exporter collector reports them)
+    scan_interval: float = 0.0
+    scan_budget: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

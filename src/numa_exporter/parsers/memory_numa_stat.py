@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from numa_exporter.parsers._kv import lines
+from numa_exporter.parsers.cpulist import MAX_NODE_ID
 
 MAX_DIGITS = 20  # an unsigned 64-bit value; anything longer is malformed
-MAX_NODE = 1023  # the kernel's largest MAX_NUMNODES is 1024
 # v2 per-node lines that count events rather than measure memory.
 EVENT_PREFIXES = ("workingset_", "pgpromote_", "pgdemote_", "pgsteal", "pgscan", "numa_")
 
@@ -91,7 +91,7 @@ def _node_values(tokens: list[str]) -> dict[int, int] | None:
             return None
         node = _uint(key[1:])
         v = _uint(val)
-        if node is None or v is None or node > MAX_NODE or node in out:
+        if node is None or v is None or node > MAX_NODE_ID or node in out:
             return None
         out[node] = v
     return out

@@ -24,11 +24,14 @@ line error, never an exception.
 
 from __future__ import annotations
 
+import collections.abc
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
+
+from numa_exporter.parsers.cpulist import MAX_NODE_ID, parse_cpulist
 
 try:  # the compiled scanner is optional: `pip install .` without a compiler skips it
     from numa_exporter.parsers import _numa_maps_fast
@@ -36,6 +39,7 @@ except ImportError:  # pragma: no cover - depends on the build
     _numa_maps_fast = None  # type: ignore[assignment]
 
 COMPILED = _numa_maps_fast is not None
+K = TypeVar("K")
 
 
 class Kind(StrEnum):
@@ -67,7 +71,7 @@ STRICT_POLICIES = frozenset({"bind", "interleave", "weighted_interleave", "prefe
 SHMEM_PREFIXES = ("/dev/shm/", "/run/shm/", "/SYSV", "/memfd:", "/dev/zero", "/i915")
 _SHMEM_PREFIXES_B = tuple(p.encode() for p in SHMEM_PREFIXES)
 
-MAX_NUMNODES = 1024  # node ids are 0..1023 (CONFIG_NODES_SHIFT at most 10)
+MAX_NUMNODES = MAX_NODE_ID + 1  # node ids are 0..1023 (CONFIG_NODES_SHIFT at most 10)
 MAX_PAGES = 1 << 40  # pages of one node in one mapping: 4 PiB of 4 KiB pages
 MAX_PAGE_KB = 1 << 24  # 16 GiB, the largest huge page any architecture has
 MAX_POLICY = 63  # show_numa_map() formats the policy into a 64-byte buffer
@@ -78,6 +82,7 @@ _BATCH = 256 << 10  # text handed to the line scanner at once
 _HEX = b"0123456789abcdef"
 _OCTAL = re.compile(rb"\\([0-7]{3})")
 _COUNTER_KEY = re.compile(rb"[a-z][a-z0-9_]*")
+_NODELIST = re.compile(rb"[0-9]{1,4}(?:-[0-9]{1,4})?(?:,[0-9]{1,4}(?:-[0-9]{1,4})?)*")
 _KIND_OF = (Kind.ANON, Kind.FILE, Kind.SHMEM, Kind.HUGETLB)  # index = compiled kind code
 
 
@@ -129,25 +134,16 @@ def _unescape(raw: bytes) -> str:
     )
 
 
-def _node_id(text: bytes) -> int | None:
-    """Return a node id written with 1-4 digits and below MAX_NUMNODES, else None."""
-    if not (0 < len(text) <= 4 and text.isdigit()):
-        return None
-    n = int(text)
-    return n if n < MAX_NUMNODES else None
-
-
 def _parse_nodelist(text: bytes) -> frozenset[int]:
-    """Return the nodes of a list such as ``0-3,8``; raise NumaMapsError if malformed."""
-    out: set[int] = set()
-    for part in text.split(b","):
-        lo_b, dash, hi_b = part.partition(b"-")
-        lo = _node_id(lo_b)
-        hi = _node_id(hi_b) if dash else lo
-        if lo is None or hi is None or hi < lo:
-            raise NumaMapsError(f"bad policy nodes {text[:40]!r}")
-        out.update(range(lo, hi + 1))
-    return frozenset(out)
+    """Return the nodes of a list such as ``0-3,8``; raise NumaMapsError if malformed.
+
+    The kernel list format is parsed by ``parsers/cpulist.py`` alone; here only digits,
+    commas and dashes are let through (the kernel prints nothing else there).
+    """
+    nodes = parse_cpulist(text, MAX_NODE_ID) if _NODELIST.fullmatch(text) else None
+    if not nodes:
+        raise NumaMapsError(f"bad policy nodes {text[:40]!r}")
+    return nodes
 
 
 def parse_policy(raw: bytes) -> Policy:
@@ -316,10 +312,16 @@ class NumaMaps:
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node, all kinds together."""
-        out: dict[int, int] = {}
-        for (node, _), b in self.bytes.items():
-            out[node] = out.get(node, 0) + b
-        return out
+        return fold_nodes(self.bytes)
+
+
+def fold_nodes(memory: collections.abc.Mapping[tuple[int, K], int]) -> dict[int, int]:
+    """Return bytes per node of bytes per (node, kind), all kinds together (the one fold
+    every placement result and sample uses)."""
+    out: dict[int, int] = {}
+    for (node, _), b in memory.items():
+        out[node] = out.get(node, 0) + b
+    return out
 
 
 # --- totals -------------------------------------------------------------------------------

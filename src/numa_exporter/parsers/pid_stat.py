@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from numa_exporter.parsers._kv import to_int
-from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import MAX_CPU_ID
+from numa_exporter.parsers.text import label_text
 
 _MIN_FIELDS = 20  # state .. starttime at least (fields 3..22)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from numa_exporter.parsers._kv import lines, to_uint
-from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import MAX_CPU_ID, MAX_NODE_ID, parse_cpulist
+from numa_exporter.parsers.text import label_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,1 +1,2 @@
-"""Readers: where sources (bytes from a root) meet parsers (bytes to values)."""
+"""Readers: the one place where sources meet parsers; each returns parsed values and reports
+unreadable or malformed input to an ErrorReporter."""

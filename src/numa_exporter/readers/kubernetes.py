@@ -20,12 +20,12 @@ rename: a new inode); runtime specs once per container.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
 
-from numa_exporter.errors import ErrorReporter
+from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.parsers import cpu_manager_state as cms
 from numa_exporter.parsers import kubelet_internal_checkpoint as kic
 from numa_exporter.parsers import memory_manager_state as mms
@@ -34,6 +34,7 @@ from numa_exporter.parsers.oci_config import MAX_BYTES as MAX_OCI_BYTES
 from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
 from numa_exporter.parsers.pod_log_dir import parse_pod_log_dir
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
+from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.rootfs import (
     CONTAINERD_TASKS,
@@ -49,85 +50,6 @@ log = structlog.get_logger("numa_exporter.kubernetes")
 
 T = TypeVar("T")
 MAX_SPEC_CACHE = 4096  # runtime specs kept between reads (containers seen recently)
-
-@dataclass(frozen=True, slots=True)
-class ContainerRef:
-    """Who a cgroup belongs to: labels as the ecosystem writes them.
-
-    ``container_id`` carries the runtime prefix (``containerd://<id>``) where the runtime is
-    known, as kube-state-metrics writes it; ``namespace``, ``pod`` and ``container`` are
-    empty where no file on the node names them (the UID and ID still join with
-    kube-state-metrics). ``kind`` is ``container``, ``sandbox`` (a pause container),
-    ``conmon`` (a runtime monitor), ``pod`` (the pod cgroup itself) or ``other``.
-    """
-
-    uid: str
-    qos: str
-    namespace: str = ""
-    pod: str = ""
-    container: str = ""
-    container_id: str = ""
-    kind: str = "container"
-    runtime: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Assignment:
-    """What the kubelet assigned one container, in NUMA nodes.
-
-    ``memory_nodes``: the union of its Memory Manager blocks' nodes (None: no blocks);
-    ``memory_by_type`` the same per memory type (``memory``, ``hugepages-1Gi``, ...);
-    ``cpus`` its exclusive CPUs and ``cpu_nodes`` their nodes (None: shared pool);
-    ``devices`` the nodes of its devices per resource (an empty set: the plugin gave no
-    topology).
-    """
-
-    memory_nodes: frozenset[int] | None = None
-    memory_by_type: dict[str, frozenset[int]] = field(default_factory=dict)
-    cpus: frozenset[int] | None = None
-    cpu_nodes: frozenset[int] | None = None
-    devices: dict[str, frozenset[int]] = field(default_factory=dict)
-
-    @property
-    def empty(self) -> bool:
-        """Return whether the kubelet assigned nothing NUMA-specific."""
-        return self.memory_nodes is None and self.cpus is None and not self.devices
-
-    def by_resource(self) -> dict[str, frozenset[int]]:
-        """Return the assigned nodes per resource: ``cpu``, memory types, device resources."""
-        out: dict[str, frozenset[int]] = {}
-        if self.cpu_nodes is not None:
-            out["cpu"] = self.cpu_nodes
-        out.update(self.memory_by_type)
-        out.update(self.devices)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class KubernetesView:
-    """What the node's files say about its pods, for the cgroups of one scan.
-
-    ``cgroups`` maps a cgroup path (as ``numa_cgroup_*`` labels it) to its container;
-    ``pods`` a pod UID to (namespace, name); ``assignments`` (pod UID, container name) to
-    the kubelet's assignment, ``assignments_by_id`` a container ID (bare) to one from an
-    old CPU Manager checkpoint keyed by container. ``cpu_policy`` and ``memory_policy``
-    are the checkpoints' policy names (empty: no checkpoint read).
-    """
-
-    cgroups: dict[str, ContainerRef] = field(default_factory=dict)
-    pods: dict[str, tuple[str, str]] = field(default_factory=dict)
-    assignments: dict[tuple[str, str], Assignment] = field(default_factory=dict)
-    assignments_by_id: dict[str, Assignment] = field(default_factory=dict)
-    cpu_policy: str = ""
-    memory_policy: str = ""
-
-    def assignment_for(self, ref: ContainerRef) -> Assignment | None:
-        """Return the kubelet's assignment of the container ``ref``, None without one."""
-        found = self.assignments.get((ref.uid, ref.container)) if ref.container else None
-        if found is None and ref.container_id:
-            found = self.assignments_by_id.get(ref.container_id.rpartition("://")[2])
-        return found
-
 
 @dataclass(frozen=True, slots=True)
 class _Cached:

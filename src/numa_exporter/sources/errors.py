@@ -36,6 +36,18 @@ class ReadFailed(SourceError):
     reason = "error"
 
 
+class Absent(ReadFailed):
+    """A file of a process is absent while the process's own directory is still there.
+
+    psutil's rule: ENOENT means the process is gone only when ``/proc/<pid>`` is gone too.
+    Otherwise the file is missing for another reason (a kernel built without NUMA has no
+    ``numa_maps``; a partial tree; a container runtime's masked path): counted as an error,
+    never taken for an exit.
+    """
+
+    reason = "error"
+
+
 GONE_ERRNOS = frozenset({errno.ENOENT, errno.ESRCH})
 DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
 

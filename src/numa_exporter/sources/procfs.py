@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from numa_exporter.sources.errors import Gone, classify
+from numa_exporter.sources.errors import Absent, Gone, classify
 from numa_exporter.sources.files import read_optional, read_small, stream_chunks
+from numa_exporter.sources.process_fds import DeviceFd, is_live_procfs, open_device_files
 
 
 class ProcFS:
@@ -42,6 +44,31 @@ class ProcFS:
             "numa_balancing",
         )
 
+    def devices(self) -> bytes:
+        """Return the bytes of ``devices`` (character and block driver majors)."""
+        return read_small(self.root / "devices", "devices")
+
+    def nvidia_gpus(self) -> list[str]:
+        """Return the PCI addresses listed under ``driver/nvidia/gpus`` (NVIDIA's driver)."""
+        base = self.root / "driver" / "nvidia" / "gpus"
+        try:
+            return sorted(e.name for e in os.scandir(base))
+        except OSError as err:
+            raise classify("nvidia", str(base), err) from err
+
+    def nvidia_information(self, gpu: str) -> bytes:
+        """Return the bytes of ``driver/nvidia/gpus/<gpu>/information``."""
+        return read_small(self.root / "driver" / "nvidia" / "gpus" / gpu / "information",
+                          "nvidia")
+
+    def self_status(self) -> bytes:
+        """Return the bytes of ``self/status`` (the exporter's own, as this root shows it)."""
+        return read_small(self.root / "self" / "status", "status")
+
+    def is_live(self) -> bool:
+        """Return whether the root is a mounted kernel procfs (not a fixture tree)."""
+        return is_live_procfs(self.root)
+
     def process(self, pid: int) -> ProcessFiles:
         """Return the file accessor of one process."""
         return ProcessFiles(self.root / str(pid), pid)
@@ -74,8 +101,45 @@ class ProcessFiles:
         """Yield the text of numa_maps in chunks as the kernel produces it (walks page tables).
 
         Lazy: the file is opened at the first item and closed when the iterator is dropped.
+        A numa_maps absent while the process's directory is there raises Absent, not Gone.
         """
-        return stream_chunks(self.path / "numa_maps", "numa_maps")
+        return self._stream("numa_maps")
+
+    def maps(self) -> Iterator[bytes]:
+        """Yield the text of maps (the VMA list; no page walk) in chunks, lazily.
+
+        A maps absent while the process's directory is there raises Absent, not Gone.
+        """
+        return self._stream("maps")
+
+    def fds(self, *, stat_rdev: bool) -> tuple[DeviceFd, ...]:
+        """Return the accelerator device files the process has open (see process_fds).
+
+        A missing fd folder raises Absent while the process's directory is there (a
+        partial tree), Gone when the process is gone.
+        """
+        try:
+            return open_device_files(self.path.parent, self.pid, stat_rdev=stat_rdev)
+        except Gone as err:
+            raise self._gone_or_absent(err) from err
+
+    def _stream(self, name: str) -> Iterator[bytes]:
+        try:
+            yield from stream_chunks(self.path / name, name)
+        except Gone as err:
+            raise self._gone_or_absent(err) from err
+
+    def _gone_or_absent(self, err: Gone) -> Gone | Absent:
+        """Return ``err`` when the process is gone, Absent when only the file is (ENOENT
+        with ``/proc/<pid>`` still there: psutil's rule)."""
+        if err.errno != errno.ENOENT:
+            return err  # ESRCH: the process is exiting
+        try:
+            os.stat(self.path)
+        except OSError:
+            return err
+        return Absent(err.source, err.path, OSError(errno.ENOENT, "absent while the process "
+                                                     "lives"))
 
     def tids(self) -> list[int]:
         """Return the thread ids of the process."""

@@ -71,7 +71,7 @@ class WebSettings:
 
 
 def _seconds(text: str) -> float:
-    from numa_exporter.config import parse_duration
+    from numa_exporter.flags import parse_duration
 
     try:
         v = parse_duration(text)

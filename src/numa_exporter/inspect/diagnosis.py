@@ -1,25 +1,19 @@
-"""``numa-exporter inspect PID``: a human diagnosis of one process, no server needed.
+"""The diagnosis of one process, pure: a verdict, remedies, the report and its text.
 
-The command's arguments are parsed in ``cli.py``; ``run`` does the work.
+``inspect/command.py`` reads the process and prints what this module returns.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from numa_exporter.config import Config
 from numa_exporter.model.binding import policy_memory_nodes
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
-from numa_exporter.parsers._text import label_text
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.numa_maps import Kind
-from numa_exporter.parsers.proc_cgroup import parse_proc_cgroup
-from numa_exporter.sources.errors import Denied, Gone, SourceError
+from numa_exporter.parsers.text import label_text
 
 REMOTE_BAD = 0.5
 REMOTE_WARN = 0.1
@@ -149,20 +143,10 @@ def _remedies(sample: ProcessSample, system: SystemSample, unit: str | None,
     return out
 
 
-def _unit(config: Config, pid: int) -> tuple[str | None, str | None]:
-    try:
-        data = (config.roots.procfs / str(pid) / "cgroup").read_bytes()
-    except OSError:
-        return None, None
-    cg = parse_proc_cgroup(data)
-    path, unit = cg.systemd_path, cg.unit
-    return (label_text(path) if path is not None else None,
-            label_text(unit) if unit is not None else None)
-
-
-def report(sample: ProcessSample, system: SystemSample, config: Config) -> dict[str, Any]:
-    """Return the machine-readable inspection of a process (what ``--json`` prints)."""
-    cg_path, unit = _unit(config, sample.pid)
+def report(sample: ProcessSample, system: SystemSample, cg_path: str | None = None,
+           unit: str | None = None) -> dict[str, Any]:
+    """Return the machine-readable inspection of a process (what ``--json`` prints);
+    ``cg_path`` and ``unit`` are its systemd cgroup path and unit, where known."""
     d = diagnose(sample, system, unit)
     nodes = sorted(set(system.topology.nodes) | set(sample.node_bytes()))
     table = {
@@ -259,38 +243,3 @@ def render(rep: dict[str, Any]) -> str:
         for r in rep["remedies"]:
             out.extend("  " + line for line in r.splitlines())
     return "\n".join(out) + "\n"
-
-
-def main(argv: Sequence[str]) -> int:
-    """Run ``numa-exporter inspect`` with these arguments; return its exit status."""
-    from numa_exporter.cli import main as cli_main
-
-    return cli_main(["inspect", *argv])
-
-
-def run(config: Config, pid: int, *, as_json: bool = False) -> int:
-    """Print the inspection of ``pid``; return 0, or 1 when the process cannot be read."""
-    from numa_exporter.app import accelerator_source
-    from numa_exporter.scanner import Scanner
-
-    scanner = Scanner(config, accelerators=accelerator_source(config))
-    try:
-        sample, system = scanner.sample_one(pid)
-    except Gone:
-        print(f"numa-exporter inspect: process {pid} does not exist", file=sys.stderr)
-        return 1
-    except Denied as exc:
-        print(f"numa-exporter inspect: permission denied reading {exc.path} "
-              "(needs root or CAP_SYS_PTRACE)", file=sys.stderr)
-        return 1
-    except SourceError as exc:
-        print(f"numa-exporter inspect: cannot read process {pid}: {exc}", file=sys.stderr)
-        return 1
-    if sample is None:
-        print(f"numa-exporter inspect: {pid} is a kernel thread (no user memory)",
-              file=sys.stderr)
-        return 1
-    rep = report(sample, system, config)
-    sys.stdout.write(json.dumps(rep, indent=2, sort_keys=True) + "\n" if as_json
-                     else render(rep))
-    return 0

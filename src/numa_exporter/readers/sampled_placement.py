@@ -35,9 +35,8 @@ from numa_exporter.model.sampling import (
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.sources.errors import ReadFailed, SourceError
-from numa_exporter.sources.files import read_small, stream_chunks
 from numa_exporter.sources.move_pages import MovePages, Unsupported
-from numa_exporter.sources.procfs import ProcessFiles
+from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
 _MOVE_PAGES: MovePages | None = None
 
@@ -45,7 +44,7 @@ _MOVE_PAGES: MovePages | None = None
 def maps_lines(files: ProcessFiles) -> Iterator[bytes]:
     """Yield the lines of ``maps`` (the VMA list; reading it walks no page tables)."""
     rest = b""
-    for chunk in stream_chunks(files.path / "maps", "maps"):
+    for chunk in files.maps():
         *whole, rest = (rest + chunk).split(b"\n")
         for line in whole:
             yield line + b"\n"
@@ -96,7 +95,7 @@ def sampling_available(procfs_root: Path, move_pages: MovePages | None = None
     finally:
         del buf
     try:
-        text = read_small(procfs_root / "self" / "status", "status")
+        text = ProcFS(procfs_root).self_status()
     except SourceError as exc:
         return False, (f"cannot read {procfs_root}/self/status ({exc.reason}): the procfs "
                        "root is not of our PID namespace; pids there are not ours")
@@ -128,7 +127,7 @@ def read_sampled(
     ``status`` is the parsed status of the same process, read just before. Raises the
     classified SourceError of maps or move_pages (Gone, Denied, ReadFailed; ReadFailed also
     when this machine has no move_pages at all: call :func:`sampling_available` once first).
-    Matches the scanner's ``SampledReader`` protocol (``files, status -> estimate``).
+    Matches ``scan/process.py``'s ``SampledReader`` protocol (``files, status -> estimate``).
     """
     try:
         mp = move_pages or default_move_pages()

@@ -7,9 +7,9 @@ from typing import TypeVar
 
 import structlog
 
-from numa_exporter.sources.errors import Denied, Gone, SourceError
+from numa_exporter.sources.errors import Absent, Denied, Gone, SourceError
 
-log = structlog.get_logger("numa_exporter.errors")
+log = structlog.get_logger("numa_exporter.readers.error_report")
 
 T = TypeVar("T")
 MAX_LOGGED = 10_000  # distinct "log once" keys remembered before the memory is cleared
@@ -40,11 +40,18 @@ class ErrorReporter:
             log.warning("malformed input", source=source, file=detail, **fields)
 
     def read(self, err: SourceError) -> None:
-        """Count an unreadable file; gone logs at debug, denied and other errors log once."""
+        """Count an unreadable file; gone logs at debug, denied and other errors log once
+        per file, a file absent from live processes once per kind of file."""
         k = (err.source, err.reason)
         self.read_errors[k] = self.read_errors.get(k, 0) + 1
         if isinstance(err, Gone):
             log.debug("file vanished", source=err.source, file=err.path)
+            return
+        if isinstance(err, Absent):
+            if self.once("absent", err.source):
+                log.error("file absent while its process lives (a kernel without NUMA, a "
+                          "partial tree or a masked path?); such processes are counted as "
+                          "read errors, not as gone", source=err.source, file=err.path)
             return
         if not self.once(err.reason, err.source, err.path, err.errno):
             return

@@ -6,9 +6,15 @@ import structlog
 
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import AcceleratorDevice, AcceleratorUse
-from numa_exporter.sources.accelerators import Accelerator, AcceleratorSource
-from numa_exporter.sources.errors import Gone, SourceError
-from numa_exporter.sources.process_fds import is_live_procfs, open_device_files
+from numa_exporter.readers.accelerators import (
+    Accelerator,
+    AcceleratorSource,
+    FixtureAcceleratorSource,
+    UdevAcceleratorSource,
+)
+from numa_exporter.sources.errors import Absent, Gone, SourceError
+from numa_exporter.sources.process_fds import DeviceFd
+from numa_exporter.sources.procfs import ProcFS
 
 log = structlog.get_logger()
 
@@ -23,14 +29,14 @@ class AcceleratorMap:
         self._by_pci: dict[str, Accelerator] = {}
         # fixture trees hold plain links such as 3 -> /dev/nvidia0: stat would follow them to
         # this machine's own /dev and make results depend on the machine
-        self._stat_rdev = is_live_procfs(config.roots.procfs)
+        self._stat_rdev = ProcFS(config.roots.procfs).is_live()
 
     def refresh(self) -> tuple[Accelerator, ...]:
         """Return the accelerators discovered anew (none when discovery fails, logged)."""
         if self.source is None:
             return ()
         try:
-            self.devices = self.source.list()
+            self.devices = self.source.discover()
         except Exception as err:  # udev unavailable or a broken fixture: keep serving
             log.warning("accelerator discovery failed", error=str(err))
             self.devices = ()
@@ -55,13 +61,14 @@ class AcceleratorMap:
                     if a is not None:
                         found[a.pci_address] = a
         if self.source is not None and self.devices:
+            fds: tuple[DeviceFd, ...]
             try:
-                fds = open_device_files(self.config.roots.procfs, pid,
-                                        stat_rdev=self._stat_rdev)
-            except Gone:
-                if not (self.config.roots.procfs / str(pid) / "status").exists():
-                    raise
+                fds = ProcFS(self.config.roots.procfs).process(pid).fds(
+                    stat_rdev=self._stat_rdev)
+            except Absent:
                 fds = ()  # the process is there without an fd folder (a partial tree)
+            except Gone:
+                raise
             except SourceError:
                 fds = ()
                 if not found:
@@ -84,3 +91,18 @@ def pinned_home(config: Config, texts: tuple[str, ...]) -> frozenset[int] | None
         if any(pin.match.search(t) for t in texts if t):
             return pin.nodes
     return None
+
+
+def accelerator_source(config: Config) -> AcceleratorSource | None:
+    """Return the accelerator source the config asks for (None when udev is unusable)."""
+    if not config.enabled("accelerator"):
+        return None
+    if config.accelerator_records is not None:
+        return FixtureAcceleratorSource(config.accelerator_records, config.roots.procfs,
+                                        include_rdma=config.accelerator_rdma)
+    try:
+        return UdevAcceleratorSource(config.roots.procfs, config.roots.sysfs,
+                                     include_rdma=config.accelerator_rdma)
+    except Exception as err:  # no libudev in a slim container: run without accelerators
+        log.warning("udev unavailable; accelerators not discovered", error=str(err))
+        return None

@@ -9,9 +9,9 @@ import structlog
 
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.scanner import Scanner
+from numa_exporter.scan.scanner import Scanner
 
-log = structlog.get_logger("numa_exporter.sampler")
+log = structlog.get_logger("numa_exporter.scan.sampler")
 
 
 class Sampler:
@@ -64,8 +64,7 @@ class Sampler:
         with self._config_lock:
             config, self._next_config = self._next_config, None
         if config is not None:
-            self.scanner.config = config
-            self.scanner.accel.config = config
+            self.scanner.config = config  # the scanner hands it to its parts
 
     def scan_once(self) -> Snapshot:
         """Run one scan now and publish it."""

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from numa_exporter.config import AcceleratorPin, HomePin
+from numa_exporter.parsers.cpulist import MAX_NODE_ID, parse_cpulist
 from numa_exporter.patterns import Pattern, PatternError, compile_pattern
 
 MAX_FILE_BYTES = 1 << 20  # a config file is a few lines; refuse to parse megabytes
-MAX_NODE_ID = 1023  # the kernel's MAX_NUMNODES is at most 1024 (NODES_SHIFT = 10)
 MAX_NODE_LIST = 256  # characters of one node list
 MAX_PCI_ADDRESSES = 256
 MAX_ENTRIES = 1024  # [[home]] or [[accelerator]] tables in one file
@@ -52,28 +52,14 @@ def _pattern(entry: dict[str, Any], where: str) -> Pattern:
 
 
 def parse_node_list(text: str) -> frozenset[int] | None:
-    """Return the node ids of a list such as ``0``, ``0-1`` or ``0,2-3``.
+    """Return the node ids of a list such as ``0``, ``0-1`` or ``0,2-3`` (the kernel list
+    format, parsed by ``parsers/cpulist.py``).
 
-    Returns None unless every id is at most MAX_NODE_ID and the text is short; the work is
-    bounded by those limits whatever the input.
+    Returns None unless every id is at most MAX_NODE_ID and the text is short.
     """
-    text = text.strip()
-    if not text or len(text) > MAX_NODE_LIST:
+    if len(text) > MAX_NODE_LIST:
         return None
-    out: set[int] = set()
-    for part in text.split(","):
-        lo_s, sep, hi_s = part.strip().partition("-")
-        if not (lo_s.isascii() and lo_s.isdigit()) or (
-                sep and not (hi_s.isascii() and hi_s.isdigit())):
-            return None
-        if len(lo_s) > 4 or len(hi_s) > 4:
-            return None
-        lo = int(lo_s)
-        hi = int(hi_s) if sep else lo
-        if hi < lo or hi > MAX_NODE_ID:
-            return None
-        out.update(range(lo, hi + 1))
-    return frozenset(out)
+    return parse_cpulist(text, MAX_NODE_ID) or None
 
 
 def _nodes(entry: dict[str, Any], where: str) -> frozenset[int]:

@@ -1,25 +1,28 @@
-"""Wiring: scanner + sampler + collector on a registry."""
+"""The daemon: scanner + sampler + collector on a registry, the HTTP server, signals."""
 
 from __future__ import annotations
 
 import dataclasses
+import signal
+import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
+from numa_exporter import __version__
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
-from numa_exporter.sampler import Sampler
-from numa_exporter.scanner import SampledReader, Scanner
-from numa_exporter.sources.accelerators import (
-    AcceleratorSource,
-    FixtureAcceleratorSource,
-    TopologyEvent,
-    UdevAcceleratorSource,
-    watch_topology,
-)
+from numa_exporter.config_file import PinError, check_nodes, load_pins
+from numa_exporter.readers.accelerator_use import accelerator_source
+from numa_exporter.scan.process import SampledReader
+from numa_exporter.scan.sampler import Sampler
+from numa_exporter.scan.scanner import Scanner
+from numa_exporter.sources.topology_watch import TopologyEvent, watch_topology
+from numa_exporter.web import WebSettings, serve
 
 log = structlog.get_logger()
 
@@ -52,8 +55,6 @@ class App:
         A file that does not load, or that pins a node this host lacks, is rejected with
         one log line and the running config stays.
         """
-        from numa_exporter.pins import PinError, check_nodes, load_pins
-
         path = self.config.config_file
         if path is None:
             log.info("reload: no --config.file, nothing to reload")
@@ -79,21 +80,6 @@ class App:
         self.sampler.stop()
 
 
-def accelerator_source(config: Config) -> AcceleratorSource | None:
-    """Return the accelerator source the config asks for (None when udev is unusable)."""
-    if not config.enabled("accelerator"):
-        return None
-    if config.accelerator_records is not None:
-        return FixtureAcceleratorSource(config.accelerator_records, config.roots.procfs,
-                                        include_rdma=config.accelerator_rdma)
-    try:
-        return UdevAcceleratorSource(config.roots.procfs, config.roots.sysfs,
-                                     include_rdma=config.accelerator_rdma)
-    except Exception as err:  # no libudev in a slim container: run without accelerators
-        log.warning("udev unavailable; accelerators not discovered", error=str(err))
-        return None
-
-
 Note = tuple[str, str, dict[str, object]]
 
 
@@ -102,7 +88,7 @@ def sampled_reader(config: Config) -> tuple[SampledReader | None, Note | None]:
     move_pages cannot name the processes of the procfs root) and what to log about it."""
     if config.sample_above <= 0:
         return None, None
-    from numa_exporter.placement_sampled import read_sampled, sampling_available
+    from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
 
     ok, reason = sampling_available(config.roots.procfs)
     if not ok:
@@ -119,3 +105,49 @@ def build_app(config: Config, registry: CollectorRegistry) -> App:
     sampler = Sampler(scanner, config.scan_interval)
     registry.register(SnapshotCollector(lambda: sampler.snapshot, config))
     return App(config, sampler, notes=(note,) if note else ())
+
+
+def run_daemon(config: Config, web: WebSettings | None = None) -> int:
+    """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status."""
+    # handlers first: a SIGHUP during start-up must not end the process (its default action)
+    wake = threading.Event()
+    pending: list[signal.Signals] = []
+
+    def _signal(signum: int, _frame: object) -> None:
+        pending.append(signal.Signals(signum))
+        wake.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _signal)
+    registry = CollectorRegistry(auto_describe=False)  # snapshot families: cached per scan
+    live = CollectorRegistry(auto_describe=False)  # the exporter's own, rendered per scrape
+    web = web or WebSettings()
+    if not web.disable_exporter_metrics:
+        ProcessCollector(registry=live)
+        PlatformCollector(registry=live)
+        GCCollector(registry=live)
+    app = build_app(config, registry)
+    try:
+        server = serve(web, registry, lambda: app.sampler.snapshot, live)
+    except OSError as exc:
+        print(f"numa-exporter: error: cannot listen on {config.listen_address}: {exc.strerror}",
+              file=sys.stderr)
+        return 1
+    log.info("listening", address=config.listen_address, path=config.telemetry_path,
+             tls=web.config.tls is not None, basic_auth=bool(web.config.users),
+             version=__version__, procfs=str(config.roots.procfs),
+             sysfs=str(config.roots.sysfs), interval=config.scan_interval,
+             nodes=list(app.sampler.scanner.topology.nodes))
+    app.start()
+    while True:
+        wake.wait()
+        wake.clear()
+        while pending:
+            sig = pending.pop(0)
+            if sig == signal.SIGHUP:
+                app.reload()
+                continue
+            log.info("stopping", signal=sig.name)
+            app.stop()
+            server.shutdown()
+            return 0

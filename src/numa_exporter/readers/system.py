@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from functools import partial
 
-from numa_exporter.errors import ErrorReporter
 from numa_exporter.model.snapshot import HugePages, SystemSample
 from numa_exporter.model.topology import Topology, build_topology
 from numa_exporter.parsers.cpulist import parse_cpulist
@@ -12,6 +11,7 @@ from numa_exporter.parsers.node_distance import parse_node_distance
 from numa_exporter.parsers.node_meminfo import parse_node_meminfo
 from numa_exporter.parsers.numa_balancing import parse_numa_balancing, parse_sysctl_int
 from numa_exporter.parsers.vmstat import parse_vmstat
+from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.sysfs import NodeSysFS

@@ -6,11 +6,11 @@ import os
 from collections.abc import Iterable
 from functools import partial
 
-from numa_exporter.errors import ErrorReporter
 from numa_exporter.model.snapshot import CgroupSample
 from numa_exporter.parsers.memory_numa_stat import parse_memory_numa_stat
 from numa_exporter.parsers.memory_stat import parse_memory_stat
 from numa_exporter.parsers.proc_cgroup import ProcCgroup, systemd_unit
+from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.cgroupfs import CgroupFS
 
 # memory.numa_stat fields exported as kinds (a bounded set; THP fields are subsets of anon/...)

@@ -1,0 +1,100 @@
+"""Per-process files read and parsed: status, stat, cmdline, cgroup, numa_maps, boot time.
+
+Each function reads through :class:`ProcessFiles` (or :class:`ProcFS`) and parses with the
+file's own parser. Malformed files are reported to the :class:`ErrorReporter`; read errors
+are raised as the classified SourceError (the caller decides what a process's state is),
+except where a function says it reports them itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+
+from numa_exporter.parsers.numa_maps import NumaMaps, parse_numa_maps
+from numa_exporter.parsers.pid_stat import PidStat, parse_pid_stat
+from numa_exporter.parsers.pid_status import (
+    PidStatus,
+    parse_pid_status,
+    parse_pid_status_resident,
+)
+from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
+from numa_exporter.parsers.proc_stat import parse_btime
+from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.sources.errors import Gone, SourceError
+from numa_exporter.sources.procfs import ProcessFiles, ProcFS
+
+# Wraps the chunks of a long read (numa_maps) to give it up at a deadline.
+Bound = Callable[[Iterable[bytes]], Iterator[bytes]]
+
+
+def unbounded(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """Return ``chunks`` as they are (no deadline)."""
+    return iter(chunks)
+
+
+def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter
+                ) -> PidStatus | None:
+    """Return the parsed status, or None when its resident memory (VmRSS + HugetlbPages) is
+    below ``min_resident`` (decided from two lines, the common case).
+
+    A kernel thread's status has ``vm_rss`` None. Raises the SourceError of the read.
+    """
+    raw = files.status()
+    vm_rss, hugetlb = parse_pid_status_resident(raw)
+    if vm_rss is not None and vm_rss + hugetlb < min_resident:
+        return None
+    status = parse_pid_status(raw)
+    if status.error_count:
+        errors.parse("status", f"{files.path}/status")
+    return status
+
+
+def read_stat(files: ProcessFiles, errors: ErrorReporter) -> PidStat | None:
+    """Return the parsed stat (None when malformed, reported); raises the read's SourceError."""
+    stat = parse_pid_stat(files.stat())
+    if stat is None:
+        errors.parse("stat", f"{files.path}/stat")
+    return stat
+
+
+def read_cmdline(files: ProcessFiles) -> str:
+    """Return the command line with NULs as spaces, decoded leniently; "" when unreadable."""
+    with contextlib.suppress(SourceError):
+        return files.cmdline().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    return ""
+
+
+def read_cgroup(files: ProcessFiles, errors: ErrorReporter) -> ProcCgroup | None:
+    """Return the parsed cgroup file; None when unreadable (reported). Raises Gone."""
+    try:
+        cg = parse_proc_cgroup(files.cgroup())
+    except Gone:
+        raise
+    except SourceError as err:
+        errors.read(err)
+        return None
+    if cg.error_count:
+        errors.parse("cgroup", f"{files.path}/cgroup")
+    return cg
+
+
+def read_numa_maps(files: ProcessFiles, bound: Bound = unbounded) -> NumaMaps:
+    """Return the totals of the process's numa_maps, streamed through ``bound``.
+
+    Malformed lines are counted in the result (the caller reports them); raises the
+    read's SourceError, or whatever ``bound`` raises to give the read up.
+    """
+    return parse_numa_maps(bound(files.numa_maps()))
+
+
+def read_boot_time(proc: ProcFS, errors: ErrorReporter) -> int | None:
+    """Return the boot time from ``stat`` (None when unreadable or malformed; reported)."""
+    btime: int | None = None
+    try:
+        btime = parse_btime(proc.stat())
+    except SourceError as err:
+        errors.read(err)
+    if btime is None:
+        errors.parse("stat", f"{proc.root}/stat")
+    return btime

@@ -1,0 +1,363 @@
+"""One process read in stages, each with one job:
+threads → placement → home → binding → drift.
+
+:class:`ProcessReader` is what a scan runs for each selected process and what ``inspect``
+runs for one. Everything kept between reads of a process lives in its
+:class:`~numa_exporter.model.process_state.ProcessState`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from numa_exporter.config import Config
+from numa_exporter.model.binding import Binding, analyse
+from numa_exporter.model.cadence import Plan
+from numa_exporter.model.counters import ThreadSum, advance
+from numa_exporter.model.home import Home, home_for, locality
+from numa_exporter.model.process_state import ProcessState, ProcessTable
+from numa_exporter.model.snapshot import AcceleratorUse, ProcessSample, SystemSample
+from numa_exporter.model.threads import ThreadReading
+from numa_exporter.model.topology import Topology
+from numa_exporter.parsers.cpulist import MAX_NODE_ID
+from numa_exporter.parsers.numa_maps import Kind, NumaMaps, fold_nodes
+from numa_exporter.parsers.pid_status import PidStatus
+from numa_exporter.parsers.proc_cgroup import ProcCgroup
+from numa_exporter.readers.accelerator_use import AcceleratorMap, pinned_home
+from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.process_files import (
+    Bound,
+    read_boot_time,
+    read_cgroup,
+    read_numa_maps,
+    read_stat,
+)
+from numa_exporter.readers.threads import read_threads
+from numa_exporter.scan.select import Candidate, texts
+from numa_exporter.sources.errors import Denied, Gone, SourceError
+from numa_exporter.sources.procfs import ProcessFiles, ProcFS
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+DEADLINE_CHECK_EVERY = 1  # numa_maps reads (a page of text each) between looks at the clock
+
+
+class PlacementReader(Protocol):
+    """Reads where a process's resident pages are: the full numa_maps walk by default.
+
+    ``bound`` wraps the chunks of the read; it raises Abandoned at the scan's deadline, so
+    every reader (the default and any other) is given up there.
+    """
+
+    def __call__(self, files: ProcessFiles, bound: Bound) -> NumaMaps:
+        """Return the per-node, per-kind totals of the process."""
+        ...
+
+
+class SampledPlacement(Protocol):
+    """What a sampled reader returns (``readers.sampled_placement`` returns the model's
+    ``PlacementEstimate``): estimated bytes per (node, kind) and their precision."""
+
+    @property
+    def bytes(self) -> Mapping[tuple[int, Kind], int]:
+        """Return estimated resident bytes per (node, kind)."""
+        ...
+
+    @property
+    def samples(self) -> int:
+        """Return the number of pages queried."""
+        ...
+
+    @property
+    def parse_errors(self) -> int:
+        """Return the number of malformed maps lines met."""
+        ...
+
+    def remote_ratio_stderr(self, home: frozenset[int]) -> float:
+        """Return the standard error of the remote ratio against ``home``."""
+        ...
+
+
+class SampledReader(Protocol):
+    """Estimates a process's placement without walking its page tables."""
+
+    def __call__(self, files: ProcessFiles, status: PidStatus) -> SampledPlacement:
+        """Return the estimate; raise Gone/Denied/SourceError like a file read."""
+        ...
+
+
+class Abandoned(Exception):
+    """A read was given up at the scan deadline (or because the exporter is stopping)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a process's pages are, by the method that found out."""
+
+    bytes: dict[tuple[int, Kind], int]
+    policy_bytes: dict[str, int]
+    policy_nodes: dict[tuple[str, frozenset[int]], int]
+    off_policy_bytes: int
+    method: str
+    estimate: SampledPlacement | None = None
+
+
+class ProcessReader:
+    """Reads one process in stages; shares the scanner's error reporter, process table and
+    accelerator map."""
+
+    def __init__(self, config: Config, errors: ErrorReporter, table: ProcessTable,
+                 accel: AcceleratorMap, topology: Callable[[], Topology], proc: ProcFS,
+                 placement: PlacementReader = read_numa_maps,
+                 sampled: SampledReader | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.errors = errors
+        self.table = table
+        self.accel = accel
+        self.topology = topology
+        self.proc = proc
+        self.placement = placement
+        self.sampled = sampled
+        self.clock = clock
+        self.wall = wall
+        self._btime: int | None = None
+
+    # --- stage 1: threads ----------------------------------------------------------------
+    def threads(self, files: ProcessFiles, st: ProcessState
+                ) -> tuple[list[ThreadReading] | None, list[tuple[int, float]], dict[int, int]]:
+        """Return the thread readings (None if unlisted), home weights and threads per node.
+
+        A thread's weight is its CPU time since the previous scan; a thread that started
+        since then is weighted by all of its CPU time (it all happened since).
+        """
+        try:
+            threads: list[ThreadReading] | None = read_threads(files, st.threads,
+                                                               self.errors.parse)
+        except Gone:
+            raise
+        except SourceError as err:
+            self.errors.read(err)
+            threads = None
+        node_of_cpu = self.topology().node_of_cpu()
+        by_node: dict[int, int] = {}
+        weights: list[tuple[int, float]] = []
+        for t in threads or ():
+            if t.processor is None or t.processor not in node_of_cpu:
+                continue
+            node = node_of_cpu[t.processor]
+            by_node[node] = by_node.get(node, 0) + 1
+            prev = st.threads.get(t.tid)
+            delta = t.ticks - prev.ticks if prev is not None and t.ticks >= prev.ticks else t.ticks
+            weights.append((node, float(delta)))
+        if not any(w > 0 for _, w in weights):  # nothing ran: every thread counts once
+            weights = [(n, 1.0) for n, _ in weights]
+        if threads is not None:
+            st.threads = {t.tid: t for t in threads}
+            now = {t.tid: t.pages_migrated for t in threads if t.pages_migrated is not None}
+            if now or st.migrated is not None:
+                st.migrated = advance(st.migrated or ThreadSum(), now,
+                                      frozenset(t.tid for t in threads))
+        return threads, weights, by_node
+
+    # --- stage 2: placement --------------------------------------------------------------
+    def bounded(self, deadline: float | None, stop: threading.Event | None
+                ) -> Bound:
+        """Return a Bound that raises Abandoned past ``deadline`` or once ``stop`` is set."""
+        clock = self.clock
+
+        def bound(chunks: Iterable[bytes]) -> Iterator[bytes]:
+            for i, chunk in enumerate(chunks):
+                if i % DEADLINE_CHECK_EVERY == 0 and (
+                    (stop is not None and stop.is_set())
+                    or (deadline is not None and clock() >= deadline)
+                ):
+                    raise Abandoned
+                yield chunk
+
+        return bound
+
+    def place(self, cand: Candidate, st: ProcessState, method: str, bound: Bound
+              ) -> Placement:
+        """Return where the process's pages are, by the planned method.
+
+        A sampled estimate carries the memory policies of the last full read, if any (only
+        numa_maps shows policies; they change only with mbind/set_mempolicy).
+        """
+        files = cand.files
+        if method == "sampled" and self.sampled is not None:
+            est = self.sampled(files, cand.status)
+            if est.parse_errors:
+                self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
+            memory = self.known_nodes(est.bytes, f"{files.path}/maps")
+            return Placement(memory, dict(st.policy_bytes), dict(st.policy_nodes), 0,
+                             "sampled", est)
+        maps = self.placement(files, bound)
+        if maps.error_count:
+            first = maps.errors[0] if maps.errors else None
+            self.errors.parse("numa_maps", f"{files.path}/numa_maps", maps.error_count,
+                              line=first.lineno if first else None,
+                              reason=first.reason if first else None)
+        memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
+        st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
+        return Placement(memory, maps.policy_bytes, maps.policy_nodes,
+                         maps.off_policy_bytes, "full")
+
+    def known_nodes(self, memory: Mapping[tuple[int, Kind], int], where: str
+                    ) -> dict[tuple[int, Kind], int]:
+        """Return ``memory`` without nodes the topology does not have (counted as errors)."""
+        known = self.topology().nodes
+        out: dict[tuple[int, Kind], int] = {}
+        bad = 0
+        for (node, kind), b in memory.items():
+            if node < 0 or node > MAX_NODE_ID or (known and node not in known):
+                bad += 1
+                continue
+            out[(node, kind)] = b
+        if bad:
+            self.errors.parse("numa_maps", f"{where}: node not in topology", bad)
+        return out
+
+    # --- stage 3: home -------------------------------------------------------------------
+    def accelerators(self, cand: Candidate, found: tuple[str, ...]
+                     ) -> tuple[AcceleratorUse, ...]:
+        """Return the accelerators the process uses (none with the collector off)."""
+        if not self.config.enabled("accelerator"):
+            return ()
+        try:
+            return self.accel.uses(cand.pid, found)
+        except Gone:
+            raise
+        except SourceError as err:
+            self.errors.read(err)
+            return ()
+
+    def cgroup(self, files: ProcessFiles) -> tuple[str | None, ProcCgroup | None]:
+        """Return the process's memory cgroup path and its parsed cgroup file (None, None
+        with the cgroup collector off or the file unreadable)."""
+        if not self.config.enabled("cgroup"):
+            return None, None
+        cg = read_cgroup(files, self.errors)
+        if cg is None:
+            return None, None
+        return cg.path_for("memory"), cg
+
+    # --- stage 4: binding ----------------------------------------------------------------
+    def binding(self, cand: Candidate, system: SystemSample, pl: Placement,
+                affinity: frozenset[int] | None, thread_nodes: frozenset[int],
+                accel_nodes: frozenset[int]) -> Binding | None:
+        """Return the binding analysis (None with the binding collector off)."""
+        if not self.config.enabled("binding"):
+            return None
+        topo = system.topology
+        return analyse(
+            online=frozenset(topo.nodes),
+            cpu_nodes_online=topo.cpu_nodes(),
+            policy_nodes=pl.policy_nodes,
+            mems_allowed=cand.status.mems_allowed,
+            affinity_nodes=affinity,
+            thread_nodes=thread_nodes,
+            accelerator_nodes=accel_nodes,
+            balancing_mode=system.balancing_mode,
+            off_policy_bytes=pl.off_policy_bytes,
+        )
+
+    # --- stage 5: drift needs the boot time ----------------------------------------------
+    def boot_time(self) -> int | None:
+        """Return the boot time (None while /proc/stat cannot be read: retried next time)."""
+        if self._btime is None:
+            self._btime = read_boot_time(self.proc, self.errors)
+        return self._btime
+
+    # --- the stages together -------------------------------------------------------------
+    def read(self, cand: Candidate, system: SystemSample, plan_: Plan | None = None,
+             deadline: float | None = None, now: float | None = None,
+             stop: threading.Event | None = None, groups: list[ProcCgroup] | None = None
+             ) -> ProcessSample | None:
+        """Return the sample of one process (None when its stat is malformed).
+
+        Raises Gone/Denied/SourceError from the files, Abandoned past ``deadline`` or once
+        ``stop`` is set. The parsed cgroup file is appended to ``groups`` when given.
+        """
+        files = cand.files
+        t0 = self.clock()
+        now = self.wall() if now is None else now
+        if cand.stat is None:
+            cand.stat = read_stat(files, self.errors)
+            if cand.stat is None:
+                return None
+        stat = cand.stat
+        st = self.table.get(cand.key)
+        method = plan_.method if plan_ is not None else "full"
+        _threads, weights, by_node = self.threads(files, st)
+        try:
+            pl = self.place(cand, st, method, self.bounded(deadline, stop))
+        except Denied:
+            st.denied = True
+            raise
+        elapsed = self.clock() - t0
+        if pl.method == "full":
+            st.full_seconds_per_byte = elapsed / max(cand.resident, 1)
+            st.last_full = now
+        topo = system.topology
+        allowed = cand.status.cpus_allowed
+        affinity = topo.nodes_of_cpus(allowed) if allowed else None
+        if affinity is not None:
+            # status shows the leader's affinity only; a node a thread ran on is allowed too
+            affinity = affinity | frozenset(by_node)
+        cfg = self.config
+        found: tuple[str, ...] = (stat.comm,)
+        if cfg.home_pins or cfg.accelerator_pins:
+            found = texts(files, stat.comm)
+        uses = self.accelerators(cand, found)
+        accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
+        home: Home = home_for(weights, affinity, pinned_home(cfg, found), accel_nodes)
+        cgroup_path, cg = self.cgroup(files)
+        if cg is not None and groups is not None:
+            groups.append(cg)
+        node_bytes = fold_nodes(pl.bytes)
+        loc = locality(node_bytes, home)
+        binding = self.binding(cand, system, pl, affinity, frozenset(by_node), accel_nodes)
+        btime = self.boot_time()
+        start_time = (btime or 0) + stat.starttime / CLK_TCK
+        drift = None
+        if cfg.enabled("drift"):
+            age = now - start_time if btime is not None else None
+            drift = st.drift.observe(self.table.rule, age, cand.status.vm_rss or 0,
+                                     node_bytes, loc.remote_ratio)
+        st.reads += 1
+        st.abandoned = 0
+        est = pl.estimate
+        return ProcessSample(
+            pid=cand.pid,
+            comm=stat.comm or cand.status.name,
+            start_time=start_time,
+            rss_bytes=cand.status.vm_rss or 0,
+            memory=pl.bytes,
+            policy_bytes=pl.policy_bytes,
+            policy_nodes=pl.policy_nodes,
+            threads_by_node=by_node,
+            home=home,
+            locality=loc,
+            pages_migrated=st.migrated.total if st.migrated is not None else None,
+            scan_seconds=self.clock() - t0,
+            cpus_allowed=cand.status.cpus_allowed,
+            mems_allowed=cand.status.mems_allowed,
+            cgroup=cgroup_path,
+            accelerators=uses,
+            memory_bound=binding.memory_bound if binding else None,
+            cpus_bound=binding.cpus_bound if binding else None,
+            mismatches=binding.mismatches if binding else {},
+            drift=drift,
+            last_scan_timestamp=now,
+            method=pl.method,
+            samples=est.samples if est is not None else None,
+            remote_ratio_stderr=est.remote_ratio_stderr(home.nodes) if est is not None
+            else None,
+            next_scan_timestamp=plan_.next_due if plan_ is not None else now,
+        )

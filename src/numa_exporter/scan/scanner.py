@@ -1,0 +1,305 @@
+"""One scan: select processes, read them under a time budget, and build a Snapshot.
+
+The loop over the candidates is here (budget, cadence, keeping last values, retention of the
+per-process table, the scan's notes and stats); selection is ``scan/select.py`` and the
+read of one process, in stages, ``scan/process.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import structlog
+
+from numa_exporter.config import Config
+from numa_exporter.model.cadence import CadencePolicy, plan
+from numa_exporter.model.drift import WarmupRule
+from numa_exporter.model.process_state import ProcessState, ProcessTable
+from numa_exporter.model.read_times import ReadTimeHistogram
+from numa_exporter.model.snapshot import (
+    CgroupSample,
+    ExporterStats,
+    ProcessSample,
+    Snapshot,
+    SystemSample,
+)
+from numa_exporter.model.topology import Topology, build_topology
+from numa_exporter.parsers.proc_cgroup import ProcCgroup
+from numa_exporter.readers.accelerator_use import AcceleratorMap
+from numa_exporter.readers.accelerators import AcceleratorSource
+from numa_exporter.readers.cgroups import read_cgroups
+from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.process_files import read_numa_maps, read_status
+from numa_exporter.readers.system import read_system, read_topology
+from numa_exporter.scan.process import (
+    Abandoned,
+    PlacementReader,
+    ProcessReader,
+    SampledReader,
+)
+from numa_exporter.scan.select import Candidate, new_states, select
+from numa_exporter.sources.cgroupfs import CgroupFS
+from numa_exporter.sources.errors import Denied, Gone, SourceError
+from numa_exporter.sources.procfs import ProcFS
+from numa_exporter.sources.sysfs import NodeSysFS
+
+log = structlog.get_logger("numa_exporter.scan.scanner")
+
+DENIED_HINT = ("grant CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH (see deploy/systemd), or run "
+               "as root; kernel.yama.ptrace_scope=3 denies even those")
+
+
+@dataclass(slots=True)
+class ScanState:
+    """What a scanner carries from one scan to the next besides the per-process table."""
+
+    pending: list[int] = field(default_factory=list)
+    scans: int = 0
+    budget_skipped_total: int = 0
+    read_times: ReadTimeHistogram = field(default_factory=ReadTimeHistogram)
+
+
+class Scanner:
+    """Runs scans; owns the per-process table and the error counts."""
+
+    def __init__(
+        self,
+        config: Config,
+        placement: PlacementReader = read_numa_maps,
+        clock: Callable[[], float] = time.monotonic,
+        procfs: ProcFS | None = None,
+        accelerators: AcceleratorSource | None = None,
+        sampled: SampledReader | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self.errors = ErrorReporter()
+        self.accel = AcceleratorMap(accelerators, config)
+        self.cgroupfs = CgroupFS(config.roots.sysfs) if config.enabled("cgroup") else None
+        self.proc = procfs or ProcFS(config.roots.procfs)
+        self.nodes = NodeSysFS(config.roots.sysfs)
+        self.clock = clock
+        self.wall = wall
+        self.stop_event = threading.Event()
+        self.state = ScanState()
+        self.table = ProcessTable(WarmupRule(config.warmup_age, config.warmup_scans,
+                                             config.warmup_rss_tolerance))
+        self.topology = empty_topology()
+        self.reader = ProcessReader(config, self.errors, self.table, self.accel,
+                                    lambda: self.topology, self.proc, placement, sampled,
+                                    clock, wall)
+        self.refresh_topology()
+
+    @property
+    def config(self) -> Config:
+        """Return the config scans run with."""
+        return self._config
+
+    @config.setter
+    def config(self, config: Config) -> None:
+        """Hand every part the new config (taken up by the next scan as a whole)."""
+        self._config = config
+        self.accel.config = config
+        self.reader.config = config
+
+    def refresh_topology(self) -> Topology:
+        """Return the topology read anew from sysfs (start-up and hotplug)."""
+        try:
+            self.topology = read_topology(self.nodes, self.errors)
+        except Exception as exc:  # a parser bug must not stop the exporter
+            self.errors.bug("topology", str(self.nodes.root), exc)
+        if self.config.enabled("accelerator"):
+            self.accel.refresh()
+        return self.topology
+
+    def _read_system(self) -> SystemSample:
+        cfg = self.config
+        try:
+            return read_system(
+                self.proc, self.nodes, self.topology, self.errors,
+                vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
+                balancing=cfg.enabled("balancing"),
+            )
+        except Exception as exc:  # a parser bug: serve the processes without system counters
+            self.errors.bug("system", str(self.proc.root), exc)
+            return SystemSample(topology=self.topology)
+
+    def sample_one(self, pid: int) -> tuple[ProcessSample | None, SystemSample]:
+        """Return one process's sample (None if it is a kernel thread) and the system state.
+
+        Raises Gone, Denied or another SourceError when the process cannot be read.
+        """
+        system = self._read_system()
+        files = self.proc.process(pid)
+        status = read_status(files, 0, self.errors)
+        if status is None or status.vm_rss is None:
+            return None, system
+        return self.reader.read(Candidate(pid, status, files), system), system
+
+    # --- the scan ----------------------------------------------------------------------
+    def _cadence(self) -> CadencePolicy:
+        cfg = self.config
+        return CadencePolicy(sample_above=cfg.sample_above, full_interval=cfg.full_interval,
+                             process_budget=cfg.process_budget, interval=cfg.scan_interval)
+
+    @staticmethod
+    def _keep(st: ProcessState | None, samples: list[ProcessSample],
+              next_due: float | None = None) -> bool:
+        """Serve a process's last values again (not read this scan; its timestamp stays);
+        return False when there are none to serve."""
+        if st is None or st.last is None:
+            return False
+        if next_due is not None:
+            st.last = replace(st.last, next_scan_timestamp=next_due)
+        samples.append(st.last)
+        return True
+
+    def _process_scan(self, cands: list[Candidate], system: SystemSample, now: float,
+                      states: dict[str, int], groups: list[ProcCgroup]
+                      ) -> tuple[list[ProcessSample], list[int]]:
+        """Return the samples served (read or kept) and the pids left for the next scan.
+
+        Every candidate ends in exactly one state: scanned, kept (last values served),
+        skipped (not read and nothing to keep), denied or gone.
+        """
+        cfg = self.config
+        policy = self._cadence()
+        sampling = self.reader.sampled is not None
+        samples: list[ProcessSample] = []
+        pending: list[int] = []
+        # the budget counts time spent on processes, as its flag says
+        deadline = self.clock() + cfg.scan_budget
+        for i, cand in enumerate(cands):
+            prev = self.table.peek(cand.key)
+            if prev is not None and prev.denied:
+                states["denied"] += 1  # known denied: not read again, not counted again
+                continue
+            if self.clock() >= deadline or self.stop_event.is_set():
+                pending.append(cand.pid)
+                states["kept" if self._keep(prev, samples) else "skipped"] += 1
+                continue
+            p = plan(policy, now=now, resident_bytes=cand.resident,
+                     seconds_per_byte=prev.full_seconds_per_byte if prev else None,
+                     next_due=prev.next_due if prev else 0.0,
+                     last_full=prev.last_full if prev else 0.0, sampling=sampling)
+            if not p.read_now:
+                states["kept" if self._keep(prev, samples, p.next_due) else "skipped"] += 1
+                continue
+            # a read abandoned last time and first now runs to the end: progress is certain
+            first_again = i == 0 and prev is not None and prev.abandoned > 0
+            t1 = self.clock()
+            try:
+                sample = self.reader.read(cand, system, p, None if first_again else deadline,
+                                          now, self.stop_event, groups)
+            except Abandoned:
+                self.table.get(cand.key).abandoned += 1
+                pending.append(cand.pid)
+                states["kept" if self._keep(prev, samples) else "skipped"] += 1
+                log.debug("read abandoned at the scan deadline", pid=cand.pid)
+                continue
+            except Gone as err:
+                states["gone"] += 1
+                log.debug("process gone", pid=cand.pid, file=err.path)
+                continue
+            except Denied as err:
+                states["denied"] += 1
+                self.errors.read(err)
+                continue
+            except SourceError as err:
+                states["skipped"] += 1
+                self.errors.read(err)
+                continue
+            except Exception as exc:  # one bad file costs one process, never the scan
+                states["skipped"] += 1
+                self.errors.bug("process", str(cand.files.path), exc)
+                continue
+            finally:
+                self.state.read_times.observe(self.clock() - t1)
+            if sample is None:
+                states["skipped"] += 1
+                continue
+            st = self.table.get(cand.key)
+            st.next_due = p.next_due
+            st.last = sample
+            states["scanned"] += 1
+            samples.append(sample)
+        return samples, pending
+
+    def scan(self, wall: Callable[[], float] | None = None) -> Snapshot:
+        """Return a new snapshot; never raises for bad input, unreadable or vanished files."""
+        cfg = self.config
+        wall = wall or self.wall
+        now = wall()  # one wall clock per scan: drift ages and cadence use this reading
+        t0 = self.clock()
+        states = new_states()
+        system = self._read_system()
+        samples: list[ProcessSample] = []
+        pending: list[int] = []
+        groups: list[ProcCgroup] = []
+        listed: frozenset[int] | None = None
+        if cfg.enabled("process"):
+            cands: list[Candidate] = []
+            try:
+                cands, listed = select(self.proc, cfg, self.errors, self.state.pending, states)
+            except SourceError as err:
+                self.errors.read(err)
+            except Exception as exc:
+                self.errors.bug("proc", str(self.proc.root), exc)
+            samples, pending = self._process_scan(cands, system, now, states, groups)
+        cgroups: tuple[CgroupSample, ...] = ()
+        if self.cgroupfs is not None:
+            try:
+                cgroups = read_cgroups(self.cgroupfs, groups, self.errors)
+            except Exception as exc:
+                self.errors.bug("cgroup", str(self.config.roots.sysfs), exc)
+        self.state.budget_skipped_total += len(pending)
+        self.state.pending = pending
+        if listed is not None:
+            self.table.retain(listed)
+        self.state.scans += 1
+        self._once_notes(system, states, len(samples))
+        duration = self.clock() - t0
+        stats = self._stats(duration, wall(), states)
+        fields: dict[str, object] = {}
+        if states["denied"]:
+            fields["hint"] = DENIED_HINT
+        log.info("scan", processes=states["scanned"], kept=states["kept"],
+                 skipped=states["skipped"], denied=states["denied"], gone=states["gone"],
+                 pending=len(pending), seconds=round(duration, 4), **fields)
+        return Snapshot(system=system, processes=tuple(samples), stats=stats,
+                        accelerators=self.accel.exported(), cgroups=cgroups)
+
+    def _once_notes(self, system: SystemSample, states: dict[str, int], served: int) -> None:
+        """Log, once each, the conditions that make every value look the same."""
+        if len(system.topology.nodes) <= 1 and self.errors.once("note", "one-node"):
+            log.info("one NUMA node: every resident byte counts as local",
+                     nodes=list(system.topology.nodes))
+        if (self.config.enabled("process") and not served and not states["denied"]
+                and states["skipped"] and self.errors.once("note", "none-selected")):
+            log.info("no process passes --process.min-resident (and the include/exclude "
+                     "patterns); nothing per process is exported",
+                     min_resident_bytes=self.config.min_resident)
+
+    def _stats(self, duration: float, timestamp: float, states: dict[str, int]
+               ) -> ExporterStats:
+        st = self.state
+        return ExporterStats(
+            scans=st.scans,
+            duration_seconds=duration,
+            timestamp=timestamp,
+            states=states,
+            budget_skipped_total=st.budget_skipped_total,
+            parse_errors=dict(self.errors.parse_errors),
+            read_errors=dict(self.errors.read_errors),
+            read_times=st.read_times.freeze(),
+            scan_interval=self.config.scan_interval,
+            scan_budget=self.config.scan_budget,
+        )
+
+
+def empty_topology() -> Topology:
+    """Return the topology of a host whose sysfs says nothing."""
+    return build_topology(None, {}, {})
