@@ -27,6 +27,12 @@ MISMATCH_TEXT = {
     "memory_off_policy_nodes": "pages sit outside the nodes of the process's own bind policy "
                                "(moved by migratepages or mbind); new pages still go to the "
                                "policy's nodes",
+    "kubelet_memory_nodes": "over 5% of its memory lies outside the NUMA nodes the kubelet's "
+                            "Memory Manager assigned its container",
+    "kubelet_cpu_nodes": "threads ran on a node none of the exclusive CPUs the kubelet's CPU "
+                         "Manager assigned its container is on",
+    "kubelet_device_node": "a device the kubelet assigned its container sits on a node "
+                           "outside the container's assigned memory (or CPU) nodes",
 }
 
 

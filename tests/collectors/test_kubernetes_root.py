@@ -1,0 +1,120 @@
+"""The Kubernetes collector, kubelet home and kubelet mismatch reasons on the kubernetes root.
+
+Expected values come from ``EXPECTED.json``, written out by
+``tests/fixtures/build_kubernetes_root.py`` from its tables (not from the exporter's parsers).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.registry import CollectorRegistry
+from tests.conftest import ROOTS
+from tests.e2e.exposition import values
+
+from numa_exporter.collectors.snapshot import SnapshotCollector
+from numa_exporter.config import Config
+from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.roots import Roots
+from numa_exporter.scan.scanner import Scanner
+from numa_exporter.sources.rootfs import RootFS
+
+BASE = ROOTS / "kubernetes"
+EXP: dict[str, Any] = json.loads((BASE / "EXPECTED.json").read_text())
+KUBELET_REASONS = ("kubelet_memory_nodes", "kubelet_cpu_nodes", "kubelet_device_node")
+
+
+def _config(**kw: Any) -> Config:
+    return Config(roots=Roots(BASE / "proc", BASE / "sys", BASE / "rootfs"), min_resident=0,
+                  **kw)
+
+
+def _scan(**kw: Any) -> tuple[Scanner, Snapshot, str]:
+    cfg = _config(**kw)
+    scanner = Scanner(cfg)
+    snap = scanner.scan()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(lambda: snap, cfg))
+    return scanner, snap, generate_latest(reg).decode()
+
+
+@pytest.fixture(scope="module")
+def scanned() -> tuple[Scanner, Snapshot, str]:
+    return _scan()
+
+
+def test_process_info_names_pod_and_container(scanned: tuple[Scanner, Snapshot, str]) -> None:
+    _, _, text = scanned
+    got = {s["pid"]: {k: v for k, v in s.items() if k != "pid"}
+           for s, v in values(text, "numa_process_kubernetes_info") if v == 1}
+    want = {pid: e["kubernetes"] for pid, e in EXP["processes"].items() if e["kubernetes"]}
+    assert got == want  # 602 (pause) and 604 (not in a pod) have none
+
+
+def test_assigned_nodes_and_cgroups(scanned: tuple[Scanner, Snapshot, str]) -> None:
+    _, _, text = scanned
+    got = sorted((s for s, _ in values(text, "numa_kubernetes_container_assigned_nodes_info")),
+                 key=lambda d: sorted(d.items()))
+    assert got == sorted(EXP["assigned"], key=lambda d: sorted(d.items()))
+    cgroups = {s["cgroup"]: s["qos"] for s, _ in values(text, "numa_cgroup_kubernetes_info")}
+    assert cgroups == EXP["cgroups"]
+
+
+def test_kubelet_is_the_home_and_the_ratio_is_against_it(
+        scanned: tuple[Scanner, Snapshot, str]) -> None:
+    _, _, text = scanned
+    for pid, e in EXP["processes"].items():
+        (home,) = [s for s, _ in values(text, "numa_process_home_nodes_info", pid=pid)]
+        assert (home["source"], home["nodes"]) == (e["home_source"], e["home_nodes"]), pid
+        ((_, ratio),) = values(text, "numa_process_remote_memory_ratio", pid=pid)
+        assert ratio == pytest.approx(e["remote_ratio"]), pid
+
+
+def test_mismatch_reasons_only_for_assigned_containers(
+        scanned: tuple[Scanner, Snapshot, str]) -> None:
+    _, _, text = scanned
+    for pid, e in EXP["processes"].items():
+        got = {s["reason"]: v for s, v in values(text, "numa_process_binding_mismatch",
+                                                 pid=pid) if s["reason"] in KUBELET_REASONS}
+        assert got == e["kubelet_mismatch"], pid
+
+
+def test_no_errors_and_the_policies(scanned: tuple[Scanner, Snapshot, str]) -> None:
+    _, snap, _ = scanned
+    assert snap.stats.parse_errors == {} and snap.stats.read_errors == {}
+    assert (snap.kubernetes.cpu_policy, snap.kubernetes.memory_policy) == ("static", "Static")
+
+
+def test_collector_off_reads_no_kubelet_file() -> None:
+    reads: list[str] = []
+
+    class Spy(RootFS):
+        def read(self, host_path: str, source: str, limit: int) -> bytes | None:
+            reads.append(host_path)
+            return super().read(host_path, source, limit)
+
+    cfg = _config(collectors=frozenset({"process", "binding", "cgroup"}))
+    scanner = Scanner(cfg)
+    scanner.kube.fs = Spy(BASE / "rootfs")
+    snap = scanner.scan()
+    trainer = next(p for p in snap.processes if p.pid == 601)
+    assert trainer.home.source == "threads" and trainer.kubernetes is None
+    assert not set(trainer.mismatches) & set(KUBELET_REASONS)
+    assert reads == [] and snap.kubernetes.cgroups == {}
+
+
+def test_kept_process_keeps_its_pod() -> None:
+    """A process not read again this scan (cadence, budget) still has its info series."""
+    scanner = Scanner(_config())
+    first = scanner.scan()
+    assert 600 in {p.pid for p in first.processes if p.kubernetes is not None}
+    scanner.config = replace(scanner.config, scan_budget=0.0)  # no time: every process kept
+    second = scanner.scan()
+    assert second.stats.states["kept"] == len(first.processes)
+    kept = next(p for p in second.processes if p.pid == 600)
+    assert kept.kubernetes is not None
+    assert kept.kubernetes_cgroup in second.kubernetes.cgroups
