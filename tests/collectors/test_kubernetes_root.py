@@ -118,3 +118,18 @@ def test_kept_process_keeps_its_pod() -> None:
     kept = next(p for p in second.processes if p.pid == 600)
     assert kept.kubernetes is not None
     assert kept.kubernetes_cgroup in second.kubernetes.cgroups
+
+
+def test_a_bug_in_the_lookup_costs_only_the_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    from numa_exporter.readers.kubernetes import KubernetesScan
+
+    def broken(self: KubernetesScan, g: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(KubernetesScan, "container", broken)
+    _, snap, text = _scan()
+    assert {p.pid for p in snap.processes} == {int(p) for p in EXP["processes"]}
+    assert all(p.kubernetes is None for p in snap.processes)
+    # every process's cgroup is looked up, in a pod or not
+    assert snap.stats.read_errors == {("kubernetes", "error"): len(EXP["processes"])}
+    assert values(text, "numa_process_kubernetes_info") == []

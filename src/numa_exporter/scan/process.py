@@ -264,8 +264,12 @@ class ProcessReader:
         (None, None outside a pod or with the collector off)."""
         if self.kube is None or cg is None:
             return None, None
-        ref = self.kube.container(cg)
-        return ref, (self.kube.assignment(ref) if ref is not None else None)
+        try:
+            ref = self.kube.container(cg)
+            return ref, (self.kube.assignment(ref) if ref is not None else None)
+        except Exception as exc:  # a bug here costs the process its pod, not its sample
+            self.errors.bug("kubernetes", str(cg.v2_path or cg.path_for("memory"))[:200], exc)
+            return None, None
 
     # --- stage 4: binding ----------------------------------------------------------------
     def binding(self, cand: Candidate, system: SystemSample, pl: Placement,
