@@ -93,7 +93,7 @@ def _self_pid() -> int:
 
 
 def test_pod_breaking_the_kubelets_promise(capsys: pytest.CaptureFixture[str]) -> None:
-    """The kubernetes root's trainer: the kubelet gave it memory on node 0, 80 % is on 1."""
+    """The kubernetes root's trainer: the kubelet gave it memory on node 0, 89 % is on 1."""
     r = _run(capsys, "kubernetes", 601)
     assert r["kubernetes"] == {
         "namespace": "ml", "pod": "trainer-7d9f5c-x2k4q", "container": "app",
