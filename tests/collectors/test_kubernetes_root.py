@@ -7,7 +7,9 @@ Expected values come from ``EXPECTED.json``, written out by
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -133,3 +135,24 @@ def test_a_bug_in_the_lookup_costs_only_the_pod(monkeypatch: pytest.MonkeyPatch)
     # every process's cgroup is looked up, in a pod or not
     assert snap.stats.read_errors == {("kubernetes", "error"): len(EXP["processes"])}
     assert values(text, "numa_process_kubernetes_info") == []
+
+
+def test_broken_checkpoint_costs_only_itself(tmp_path: Path) -> None:
+    """A CPU Manager checkpoint the kubelet would refuse: counted and logged, the pods are
+    still named, the Memory Manager's nodes still make the home; nothing else is lost."""
+    rootfs = tmp_path / "rootfs"
+    shutil.copytree(BASE / "rootfs", rootfs)
+    state = rootfs / "var" / "lib" / "kubelet" / "cpu_manager_state"
+    state.write_text(state.read_text().replace('"1-3"', '"4-6"'))  # checksum no longer holds
+    cfg = Config(roots=Roots(BASE / "proc", BASE / "sys", rootfs), min_resident=0)
+    snap = Scanner(cfg).scan()
+    assert snap.stats.parse_errors == {"cpu_manager_state": 1}
+    assert {p.pid for p in snap.processes} == {int(p) for p in EXP["processes"]}
+    named = {p.pid: p.kubernetes.pod for p in snap.processes
+             if p.kubernetes is not None and p.kubernetes.kind == "container"}
+    assert named == {600: "gpu-infer-0", 601: "trainer-7d9f5c-x2k4q", 603: "kube-proxy-x7k2p"}
+    trainer = next(p for p in snap.processes if p.pid == 601)
+    assert (trainer.home.source, trainer.home.nodes) == ("kubelet", frozenset({0}))
+    assert trainer.kubelet is not None and trainer.kubelet.cpus is None  # CPUs refused
+    assert trainer.mismatches["kubelet_cpu_nodes"] is False
+    assert trainer.mismatches["kubelet_memory_nodes"] is True
