@@ -42,8 +42,9 @@ Forms this parser refuses (``numa_format`` says which one it saw):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from numa_exporter.parsers._kv import to_int
 
@@ -57,17 +58,24 @@ _RULE = b"-" * 67 + b"\n"  # the line under the "comm (pid, #threads: n)" header
 _MAX_DIGITS = 20
 MAX_NUMNODES = 1024  # the kernel's upper bound on node ids (1 << CONFIG_NODES_SHIFT, at most 10)
 PID_MAX_LIMIT = 4 * 1024 * 1024  # numa_group_id is a pid (task_pid_nr of the group's leader)
-_FAULT_KEYS = ("node", "task_private", "task_shared", "group_private", "group_shared")
+# print_numa_stats(): "numa_faults node=%d task_private=%lu task_shared=%lu
+# group_private=%lu group_shared=%lu"; ASCII digits only, at most 20 (2**64 has 20)
+_FAULT_LINES = re.compile(
+    rb"^numa_faults node=([0-9]{1,4}) task_private=([0-9]{1,20}) task_shared=([0-9]{1,20})"
+    rb" group_private=([0-9]{1,20}) group_shared=([0-9]{1,20})$", re.MULTILINE)
+_FAULT_NAME = b"\nnuma_faults"
+_ZERO_TEXT = (b"0", b"0", b"0", b"0")
+_ZEROS = (0, 0, 0, 0)
 
 NumaFormat = Literal["absent", "current", "legacy"]
 
 
-@dataclass(frozen=True, slots=True)
-class NumaFaultsLine:
+class NumaFaultsLine(NamedTuple):
     """One ``numa_faults node=N ...`` line: the values under the labels the kernel printed.
 
     On 4.2-4.18 kernels the private and shared values are swapped (see the module doc);
-    ``task_total`` and ``group_total`` are right on every kernel.
+    ``task_total`` and ``group_total`` are right on every kernel. (A NamedTuple, immutable
+    like the dataclasses here, because one is built per node per thread read.)
     """
 
     node: int
@@ -199,21 +207,6 @@ def _current_line(line: bytes) -> tuple[int | None, int | None]:
     return node, group
 
 
-def _fault_line(line: bytes) -> NumaFaultsLine | None:
-    """Return a ``numa_faults node=...`` line, or None unless it has the kernel's exact form."""
-    parts = line.split()
-    if len(parts) != 6 or parts[0] != b"numa_faults":
-        return None
-    values: list[int] = []
-    for key, part in zip(_FAULT_KEYS, parts[1:], strict=True):
-        name, eq, val = part.partition(b"=")
-        v = _uint(val, MAX_NUMNODES - 1 if key == "node" else None)
-        if not eq or name != key.encode() or v is None:
-            return None
-        values.append(v)
-    return NumaFaultsLine(*values)
-
-
 def find_numa_faults(data: bytes) -> SchedFaults:
     """Return the NUMA fault block of a sched file without parsing the lines before it.
 
@@ -234,19 +227,19 @@ def find_numa_faults(data: bytes) -> SchedFaults:
     errors = int(node is None) + int(group is None)
     lines: list[NumaFaultsLine] = []
     seen: set[int] = set()
-    while pos < len(data):
-        raw, pos = _line_at(data, pos)
-        line = raw.strip()
-        if not line:
-            continue
-        if not line.startswith(b"numa_faults"):
-            continue  # not ours: a later kernel may print more after the block
-        parsed = _fault_line(line)
-        if parsed is None or parsed.node in seen:
+    found = _FAULT_LINES.findall(data, pos)
+    for groups in found:
+        n = int(groups[0])
+        if n >= MAX_NUMNODES or n in seen:
             errors += 1
             continue
-        seen.add(parsed.node)
-        lines.append(parsed)
+        seen.add(n)
+        # most nodes of most threads show no fault: skip four int() calls for those
+        counts = _ZEROS if groups[1:] == _ZERO_TEXT else tuple(map(int, groups[1:]))
+        lines.append(NumaFaultsLine(n, *counts))
+    # any other line that starts with the name is malformed (the kernel's are matched whole)
+    named = data.count(_FAULT_NAME, pos - 1)  # data[pos - 1] ends the current_node line
+    errors += max(named - len(found), 0)
     return SchedFaults("current", node, group, tuple(lines), errors)
 
 
