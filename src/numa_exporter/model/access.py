@@ -6,6 +6,9 @@ faults that follow by the node the page lives on, decayed by half every scan seq
 where it sits: a fault-weighted remote share next to the byte ratio tells "placed right,
 accessed wrong" apart. It is an estimate: only pages the scanner unmapped are sampled, and
 pages under a strict binding or of a task that balancing does not scan are never counted.
+A fault that migrates its page is counted on the page's new node (``do_numa_page()``), so
+faults read local while balancing moves memory to the process: the share reports accesses
+to pages that stay where they are.
 """
 
 from __future__ import annotations
