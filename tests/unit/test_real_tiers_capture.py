@@ -87,7 +87,7 @@ def test_process_bound_to_a_cpu_less_node_is_far() -> None:
     cpu_nodes = _ids((NODE / "has_cpu").read_bytes())
     places = split_by_place(nb, frozenset({0}), cpu_nodes, {0: 4, 1: 4, 2: 4, 3: 4})
     assert places == {"local": 1486848, "remote": 0, "far": 67239936}
-    # MPOL_BIND memory is not scanned by NUMA balancing: no faults, so no fault share
+    # numa_balancing was still off when it ran: no faults, so no fault share
     block = find_numa_faults((CAP / "bound_far" / "task" / "309" / "sched").read_bytes())
     assert block.numa_format == "current" and process_faults([block]) is None
 
