@@ -1,10 +1,10 @@
-"""``python -m benchmarks [interference|sampled] ...``: see benchmarks/README.md."""
+"""``python -m benchmarks [daemon|interference|sampled] ...``: see benchmarks/README.md."""
 
 import sys
 
-from benchmarks import interference, run, sampled
+from benchmarks import daemon, interference, run, sampled
 
-COMMANDS = {"interference": interference.main, "sampled": sampled.main}
+COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main}
 
 if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
     sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks [--quick] [--rounds N] [--json PATH] [--baseline REF]
                                    [--cases a,b] [--no-daemon]
-    .venv/bin/python -m benchmarks interference|sampled ...   (see benchmarks/README.md)
+    .venv/bin/python -m benchmarks daemon|interference|sampled ...   (see benchmarks/README.md)
 
 Per target process, each round (benchmarks/rounds.py) runs every contender once in a fresh
 random order, and the
