@@ -14,10 +14,11 @@ It reports scans, scrapes, failed scrapes, stale series (a worker alive before a
 and after the scrape ended, yet missing from it: counted once per worker and scan), processes
 the daemon deferred for its scan budget (the daemon's default, two thirds of the interval,
 unless ``--scan-budget``; a deferred process keeps its last values in the exposition, so it
-still counts as present), counters that went backwards between scans,
-the daemon's RSS before and after, and each hostile-client check. Exit status 1 when failed
-scrapes, stale series or backward counters are not all 0 (``--strict-hostile``: or a hostile
-check failed).
+still counts as present), counters that went backwards between scans, what the daemon
+uses, measured from outside with psutil (RSS and open fds before and after, threads at the
+end, CPU time over the run and per scan), and each hostile-client check. Exit status 1 when
+failed scrapes, stale series or backward counters are not all 0 (``--strict-hostile``: or a
+hostile check failed).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 HOST = "127.0.0.1"
@@ -73,27 +75,41 @@ while time.monotonic() < deadline:
     time.sleep(0.02)
 """
 
-_TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
-               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
-               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
-
-
 def _server_side_state(server_port: int, client_port: int) -> str | None:
-    """Return the TCP state of the server's end of a loopback connection (None: not found)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if len(f) < 4:
-                continue
-            local, remote, state = f[1], f[2], f[3]
-            if (int(local.rsplit(":", 1)[1], 16) == server_port
-                    and int(remote.rsplit(":", 1)[1], 16) == client_port):
-                return _TCP_STATES.get(state, state)
+    """Return the TCP state of the server's end of a loopback connection (None: not found).
+
+    Every TCP socket on the host is looked at (psutil), also one the server has closed and
+    no longer holds an fd for (FIN_WAIT...), which still holds kernel memory.
+    """
+    try:
+        conns = psutil.net_connections("tcp")
+    except psutil.Error:
+        return None
+    for c in conns:
+        if c.laddr and c.raddr and c.laddr.port == server_port and c.raddr.port == client_port:
+            return str(c.status)
     return None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The daemon's resources at one moment, read from outside (psutil)."""
+
+    cpu_seconds: float = 0.0  # user + system so far
+    rss_bytes: int = 0
+    threads: int = 0
+    fds: int = 0
+
+
+def _usage(pid: int) -> Usage:
+    """Return what the process ``pid`` uses now (all 0 when it cannot be read)."""
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            t = p.cpu_times()
+            return Usage(t.user + t.system, p.memory_info().rss, p.num_threads(), p.num_fds())
+    except psutil.Error:
+        return Usage()
 
 
 @dataclass
@@ -137,6 +153,10 @@ class Report:
     workers_killed: int = 0
     rss_before_bytes: int = 0
     rss_after_bytes: int = 0
+    fds_before: int = 0
+    fds_after: int = 0
+    threads_after: int = 0
+    cpu_seconds: float = 0.0  # the daemon's CPU time from its first scan to the end
     scrape_seconds_p50: float = 0.0
     scrape_seconds_max: float = 0.0
     daemon_alive: bool = True
@@ -170,6 +190,10 @@ class Report:
             ("workers started / killed", f"{self.workers_started} / {self.workers_killed}"),
             ("daemon RSS before (MiB)", f"{self.rss_before_bytes / 2**20:.1f}"),
             ("daemon RSS after (MiB)", f"{self.rss_after_bytes / 2**20:.1f}"),
+            ("daemon fds before / after", f"{self.fds_before} / {self.fds_after}"),
+            ("daemon threads at end", str(self.threads_after)),
+            ("daemon CPU s (per scan)", f"{self.cpu_seconds:.2f} "
+                                        f"({self.cpu_seconds / max(self.scans, 1):.4f})"),
             ("scrape p50 / max (s)", f"{self.scrape_seconds_p50:.3f} / "
                                      f"{self.scrape_seconds_max:.3f}"),
             ("daemon alive at end", "yes" if self.daemon_alive else "NO"),
@@ -180,16 +204,6 @@ class Report:
         lines = [f"{k:<{w}}  {v}" for k, v in rows]
         lines += [f"failure: {f}" for f in self.failures]
         return "\n".join(lines)
-
-
-def _rss(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def _online_nodes() -> list[int]:
@@ -563,7 +577,9 @@ class Soak:
         threads: list[threading.Thread] = []
         try:
             first = self._wait_first_scan()
-            self.report.rss_before_bytes = _rss(self.daemon.pid)
+            before = _usage(self.daemon.pid)
+            self.report.rss_before_bytes = before.rss_bytes
+            self.report.fds_before = before.fds
             deadline = time.monotonic() + self.duration
             threads.append(threading.Thread(target=self._churn, args=(deadline,)))
             threads += [threading.Thread(target=self._scraper, args=(deadline,))
@@ -588,7 +604,11 @@ class Soak:
                     if line.startswith("numa_exporter_budget_skipped_processes_total "):
                         self.report.budget_skipped = int(float(line.split()[1]))
             self.report.scans = int(last - first)
-            self.report.rss_after_bytes = _rss(self.daemon.pid)
+            after = _usage(self.daemon.pid)
+            self.report.rss_after_bytes = after.rss_bytes
+            self.report.fds_after = after.fds
+            self.report.threads_after = after.threads
+            self.report.cpu_seconds = after.cpu_seconds - before.cpu_seconds
             self.report.daemon_alive = self.daemon.poll() is None
         finally:
             self.stop.set()
