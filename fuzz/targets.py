@@ -19,7 +19,7 @@ NR_CPUS = 8192
 MAX_NUMNODES = 1024
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 SEED_DIRS = (FIXTURES / "realkernel", FIXTURES / "roots", FIXTURES / "cgroup",
-             FIXTURES / "kubelet")
+             FIXTURES / "kubelet", FIXTURES / "sched")
 MAX_SEEDS = 300
 MAX_SEED_BYTES = 256 * 1024
 
@@ -80,6 +80,50 @@ def fuzz_pid_sched(data: bytes) -> None:
     assert r.current_node is None or 0 <= r.current_node < MAX_NUMNODES, r.current_node
     assert _nodes_ok(set(r.numa_faults)), sorted(r.numa_faults)[:3]
     assert all(v >= 0 for v in r.numa_faults.values())
+    assert r.numa_format in ("absent", "current", "legacy")
+    nodes = [ln.node for ln in r.fault_lines]
+    assert len(nodes) == len(set(nodes)) and _nodes_ok(set(nodes)), nodes[:3]
+    assert r.numa_faults == {ln.node: ln.task_total for ln in r.fault_lines}
+    for ln in r.fault_lines:
+        assert min(ln.task_private, ln.task_shared, ln.group_private, ln.group_shared) >= 0
+    assert r.numa_group_id is None or 0 <= r.numa_group_id <= 4 * 1024 * 1024
+    if r.numa_format != "current":  # absent, or legacy: refused whole
+        assert not r.fault_lines and r.current_node is None and r.numa_group_id is None
+    if r.numa_format == "legacy":
+        assert r.numa_pages_migrated is None
+
+
+def fuzz_osrelease(data: bytes) -> None:
+    from numa_exporter.parsers.osrelease import KernelRelease, parse_osrelease
+
+    r = parse_osrelease(data)
+    assert r is None or isinstance(r, KernelRelease)
+    if r is not None:
+        assert r.major >= 0 and r.minor >= 0 and (r.patch is None or r.patch >= 0)
+        assert 0 < len(r.text) <= 64 and r.text.isascii() and r.text.isprintable()
+        assert " " not in r.text
+
+
+def fuzz_demotion_enabled(data: bytes) -> None:
+    from numa_exporter.parsers.demotion_enabled import parse_demotion_enabled
+
+    r = parse_demotion_enabled(data)
+    assert r is None or isinstance(r, bool)
+    assert (r is None) == (data not in (b"true\n", b"false\n", b"true", b"false"))
+
+
+def fuzz_node_access(data: bytes) -> None:
+    from numa_exporter.parsers.node_access import ATTRIBUTES, NodeAccess, parse_node_access
+
+    # the same bytes as every attribute, and split at newlines as initiator entry names
+    names = data.decode("utf-8", "surrogateescape").split("\n")
+    r = parse_node_access(0, dict.fromkeys(ATTRIBUTES, data), names)
+    assert isinstance(r, NodeAccess) and r.error_count in (0, len(ATTRIBUTES))
+    assert _nodes_ok(set(r.initiators))
+    for v in (r.read_latency_seconds, r.write_latency_seconds):
+        assert v is None or 0 < v <= 4.3
+    for b in (r.read_bandwidth_bytes_per_second, r.write_bandwidth_bytes_per_second):
+        assert b is None or (0 < b < (1 << 52) and b % (1 << 20) == 0)
 
 
 def fuzz_pid_stat(data: bytes) -> None:
@@ -309,7 +353,11 @@ class Target:
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("numa_maps", fuzz_numa_maps, ("**/numa_maps",), runs=600),
-    Target("pid_sched", fuzz_pid_sched, ("**/sched",)),
+    Target("pid_sched", fuzz_pid_sched, ("**/sched", "*.sched")),
+    Target("osrelease", fuzz_osrelease, ("**/kernel/osrelease",)),
+    Target("demotion_enabled", fuzz_demotion_enabled, ("**/numa/demotion_enabled",)),
+    Target("node_access", fuzz_node_access, ("**/initiators/*_latency",
+                                             "**/initiators/*_bandwidth")),
     Target("pid_stat", fuzz_pid_stat, ("**/[0-9]*/stat",)),
     Target("pid_status", fuzz_pid_status, ("**/status",)),
     Target("cpulist", fuzz_cpulist, ("**/cpulist", "**/node/online", "**/node/possible",
