@@ -156,3 +156,22 @@ def test_broken_checkpoint_costs_only_itself(tmp_path: Path) -> None:
     assert trainer.kubelet is not None and trainer.kubelet.cpus is None  # CPUs refused
     assert trainer.mismatches["kubelet_cpu_nodes"] is False
     assert trainer.mismatches["kubelet_memory_nodes"] is True
+
+
+def test_kubelet_root_dir_flag_reaches_the_reader(tmp_path: Path) -> None:
+    """A kubelet run with --root-dir=/srv/kubelet: found with --kubelet.root-dir only."""
+    from numa_exporter.cli import build_parser, config_from_args
+
+    rootfs = tmp_path / "rootfs"
+    shutil.copytree(BASE / "rootfs", rootfs)
+    (rootfs / "srv").mkdir()
+    (rootfs / "var" / "lib" / "kubelet").rename(rootfs / "srv" / "kubelet")
+    parser = build_parser()
+    common = [f"--path.procfs={BASE / 'proc'}", f"--path.sysfs={BASE / 'sys'}",
+              f"--path.rootfs={rootfs}", "--process.min-resident=0"]
+    for extra, source in (([], "threads"), (["--kubelet.root-dir=/srv/kubelet"], "kubelet")):
+        cfg, _ = config_from_args(parser.parse_args([*common, *extra]), parser)
+        snap = Scanner(cfg).scan()
+        trainer = next(p for p in snap.processes if p.pid == 601)
+        assert trainer.home.source == source, extra
+        assert trainer.kubernetes is not None and trainer.kubernetes.pod == "trainer-7d9f5c-x2k4q"
