@@ -175,3 +175,30 @@ def test_kubelet_root_dir_flag_reaches_the_reader(tmp_path: Path) -> None:
         trainer = next(p for p in snap.processes if p.pid == 601)
         assert trainer.home.source == source, extra
         assert trainer.kubernetes is not None and trainer.kubernetes.pod == "trainer-7d9f5c-x2k4q"
+
+
+def test_hostile_sub_cgroup_of_a_container(tmp_path: Path) -> None:
+    """A container may create cgroups below its own (cgroup v2 delegation): a name with
+    bytes that are not UTF-8, a newline and a fake pod path keeps the process its own pod,
+    and the exposition stays valid."""
+    from tests.fixtures.build_kubernetes_root import CG_A
+
+    root = tmp_path / "root"
+    shutil.copytree(BASE, root, symlinks=True)
+    fake = ("kubepods.slice/kubepods-pod94283d1b_ce5a_4797_bff8_0cf0c7143b2b.slice/"
+            f"cri-containerd-{'c0b2' * 16}.scope")
+    (root / "proc" / "600" / "cgroup").write_bytes(
+        b"0::" + CG_A.encode() + b"/evil\xff\xfe\x1b[2J\\n\"}" + b"/" + fake.encode() + b"\n")
+    cfg = Config(roots=Roots(root / "proc", root / "sys", root / "rootfs"), min_resident=0)
+    snap = Scanner(cfg).scan()
+    vllm = next(p for p in snap.processes if p.pid == 600)
+    assert vllm.kubernetes is not None and vllm.kubernetes.pod == "gpu-infer-0"
+    assert (vllm.home.source, vllm.home.nodes) == ("kubelet", frozenset({0}))
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(lambda: snap, cfg))
+    text = generate_latest(reg).decode()
+    (info,) = [s for s, _ in values(text, "numa_process_kubernetes_info", pid="600")]
+    assert info["pod"] == "gpu-infer-0"
+    cgroups = [s["cgroup"] for s, _ in values(text, "numa_cgroup_kubernetes_info",
+                                              pod="gpu-infer-0")]
+    assert any("evil" in c for c in cgroups) and all("\n" not in c for c in cgroups)
