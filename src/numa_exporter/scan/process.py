@@ -34,6 +34,7 @@ from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind, NumaMaps, fold_nodes
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
+from numa_exporter.parsers.text import label_text
 from numa_exporter.readers.accelerator_use import AcceleratorMap, pinned_home
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kubernetes import KubernetesScan, cgroup_key
@@ -268,7 +269,8 @@ class ProcessReader:
             ref = self.kube.container(cg)
             return ref, (self.kube.assignment(ref) if ref is not None else None)
         except Exception as exc:  # a bug here costs the process its pod, not its sample
-            self.errors.bug("kubernetes", str(cg.v2_path or cg.path_for("memory"))[:200], exc)
+            where = label_text(cg.v2_path or cg.path_for("memory") or "", 200)
+            self.errors.bug("kubernetes", where, exc)
             return None, None
 
     # --- stage 4: binding ----------------------------------------------------------------
