@@ -1,5 +1,5 @@
-"""A real container runtime: runc starts a container in a kubelet-shaped cgroup; the exporter
-names its pod and container.
+"""Real container runtimes: runc, and containerd 1.6 through ctr, start a container in a
+kubelet-shaped cgroup; the exporter names its pod and container.
 
 The container is what containerd would ask runc for under the kubelet's cgroupfs driver: a
 bundle (``config.json`` with the CRI plugin's annotations, a root filesystem holding only a
@@ -9,9 +9,14 @@ exporter as ``--path.rootfs``, and ``linux.cgroupsPath`` ``/kubepods/besteffort/
 runc itself creates the cgroups and moves the process there, so the cgroup lines the exporter
 reads come from a real runtime. runc keeps its state in a private ``--root``.
 
-Needs root, runc and a static busybox; where runc or busybox-static are missing the test
-installs them with apt-get (non-interactively), and skips saying why when it cannot (no root,
-no apt, runc refused to start a container here).
+The containerd test runs a private containerd (its own root, sockets and state; the state
+directory is the host root's ``/run/containerd``, the CRI plugin off) and ``ctr run`` with the
+CRI plugin's annotations and the same cgroups path: containerd itself writes the bundle into
+its task directory, which the exporter reads.
+
+Needs root, runc (containerd: also containerd, ctr and containerd-shim-runc-v2) and a static
+busybox; where a package is missing the test installs it with apt-get (non-interactively), and
+skips saying why when it cannot (no root, no apt, the runtime refused to start a container).
 """
 
 from __future__ import annotations
@@ -164,7 +169,12 @@ def _samples(text: str, name: str) -> list[dict[str, str]]:
 
 def test_runc_container_is_named(container: tuple[Path, str, str, int],
                                  start_daemon: Callable[..., Daemon]) -> None:
-    host, uid, cid, pid = container
+    _expect_named(*container, start_daemon)
+
+
+def _expect_named(host: Path, uid: str, cid: str, pid: int,
+                  start_daemon: Callable[..., Daemon]) -> None:
+    """Start the exporter on ``host`` and check it names container ``cid`` (process ``pid``)."""
     leaf = f"/kubepods/besteffort/pod{uid}/{cid}"
     lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     assert any(line.endswith(":" + leaf) for line in lines), lines  # runc put it there
@@ -185,3 +195,92 @@ def test_runc_container_is_named(container: tuple[Path, str, str, int],
     assert cgroups == [{"cgroup": leaf, "namespace": NAMESPACE, "pod": POD,
                         "container": CONTAINER, "uid": uid,
                         "container_id": f"containerd://{cid}", "qos": "BestEffort"}], cgroups
+
+
+def _containerd_tools() -> tuple[str, str, Path]:
+    """Return containerd, ctr and a static busybox, installing them if need be, or skip."""
+    _, busybox = _tools()
+    if not all(shutil.which(t) for t in ("containerd", "ctr", "containerd-shim-runc-v2")):
+        why = _apt_install("containerd")
+        if not all(shutil.which(t) for t in ("containerd", "ctr", "containerd-shim-runc-v2")):
+            pytest.skip(f"containerd is not installed and could not be: {why}")
+    return str(shutil.which("containerd")), str(shutil.which("ctr")), busybox
+
+
+@pytest.fixture
+def containerd_container(tmp_path: Path) -> Iterator[tuple[Path, str, str, int]]:
+    """Start a private containerd and a container through ctr; yield as ``container``."""
+    containerd, ctr, busybox = _containerd_tools()
+    uid, cid = str(uuid.uuid4()), uuid.uuid4().hex + uuid.uuid4().hex
+    host = tmp_path / "host"
+    (host / "run" / "containerd").mkdir(parents=True)
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "bin").mkdir(parents=True)
+    shutil.copy(busybox, rootfs / "bin" / "busybox")
+    os.symlink("busybox", rootfs / "bin" / "sleep")
+    sock = tmp_path / "containerd.sock"
+    (tmp_path / "config.toml").write_text(
+        "version = 2\n"
+        f'root = "{tmp_path / "root"}"\n'
+        f'state = "{host / "run" / "containerd"}"\n'
+        'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n'
+        f'[grpc]\n  address = "{sock}"\n'
+        f'[ttrpc]\n  address = "{sock}.ttrpc"\n'
+        '[debug]\n  address = ""\n')
+    log = tmp_path / "containerd.log"
+    with log.open("wb") as fh:
+        daemon = subprocess.Popen([containerd, "--config", str(tmp_path / "config.toml")],
+                                  stdout=fh, stderr=fh)
+    base = [ctr, "--address", str(sock), "--namespace", "k8s.io"]
+    started = False
+    try:
+        deadline = time.monotonic() + 30
+        while not sock.exists() and daemon.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not sock.exists():
+            pytest.skip("containerd did not start here: "
+                        f"{log.read_text(errors='replace').strip()[-400:]}")
+        annotations = {
+            "io.kubernetes.cri.container-type": "container",
+            "io.kubernetes.cri.container-name": CONTAINER,
+            "io.kubernetes.cri.sandbox-name": POD,
+            "io.kubernetes.cri.sandbox-namespace": NAMESPACE,
+            "io.kubernetes.cri.sandbox-uid": uid,
+        }
+        out = tmp_path / "ctr.out"
+        with out.open("wb") as fh:
+            r = subprocess.run(
+                [*base, "run", "--detach", "--cgroup", f"/kubepods/besteffort/pod{uid}/{cid}",
+                 *(a for k, v in annotations.items() for a in ("--annotation", f"{k}={v}")),
+                 "--rootfs", str(rootfs), cid, "/bin/sleep", "3599"],
+                stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, timeout=60, check=False)
+        started = r.returncode == 0
+        if not started:
+            pytest.skip(f"ctr run failed here (exit {r.returncode}): "
+                        f"{out.read_text(errors='replace').strip()[-400:]}")
+        bundle = host / TASKS / cid
+        assert (bundle / "config.json").is_file(), "containerd wrote no bundle there"
+        yield host, uid, cid, int((bundle / "init.pid").read_text())
+    finally:
+        if started:
+            for cmd in (["task", "kill", "--signal", "SIGKILL", cid], ["task", "delete", cid],
+                        ["container", "delete", cid]):
+                time.sleep(0.5 if cmd[1] == "delete" else 0)
+                subprocess.run([*base, *cmd], capture_output=True, timeout=60, check=False)
+        daemon.terminate()
+        try:
+            daemon.wait(10)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        _remove_pod_cgroups(uid)
+
+
+def test_containerd_container_is_named(containerd_container: tuple[Path, str, str, int],
+                                       start_daemon: Callable[..., Daemon]) -> None:
+    """containerd wrote the spec: the exporter reads its annotations from the task dir."""
+    host, uid, cid, pid = containerd_container
+    spec = json.loads((host / TASKS / cid / "config.json").read_text())
+    # the file containerd wrote, with the annotations ctr passed it
+    assert spec["annotations"]["io.kubernetes.cri.sandbox-uid"] == uid
+    _expect_named(host, uid, cid, pid, start_daemon)
