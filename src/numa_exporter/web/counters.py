@@ -41,6 +41,8 @@ AUTH_HELP = (
     "(no or malformed Basic credentials). Requests refused before a check are counted in "
     "numa_exporter_web_requests_refused_total instead.")
 
+LIVE_COUNTERS = (REFUSED, AUTH)  # the family names (samples end in _total)
+
 
 def auth_counts() -> dict[str, int]:
     """Return a zero count for every auth result."""
