@@ -28,18 +28,13 @@ AUTH_RESULTS: tuple[AuthResult, ...] = get_args(AuthResult)
 
 REFUSED = "numa_exporter_web_requests_refused"
 REFUSED_HELP = (
-    "Requests the web server refused without serving them, by reason: auth_client_limit "
-    "(429, too many credential checks from the client's address), auth_global_limit (503, "
-    "too many credential checks waiting in all), max_requests (503, --web.max-requests), "
-    "uncached_render_limit (503, too many name[] selections with gzip at once), "
-    "bad_request (a malformed or oversized request, answered 4xx and closed), "
-    "connection_limit (a connection closed unread: too many open).")
+    "Requests the web server refused without serving them, by reason: the credential-check "
+    "limits per address (429) and in all (503), --web.max-requests and the name[]+gzip "
+    "render limit (503), a malformed request (4xx), a connection closed unread (too many).")
 AUTH = "numa_exporter_web_auth_checks"
 AUTH_HELP = (
-    "Requests whose basic-auth credentials were judged, by result: ok and wrong (checked "
-    "with bcrypt), cached_ok and cached_wrong (a remembered outcome, no bcrypt), missing "
-    "(no or malformed Basic credentials). Requests refused before a check are counted in "
-    "numa_exporter_web_requests_refused_total instead.")
+    "Requests whose basic-auth credentials were judged, by result: ok and wrong (bcrypt "
+    "ran), cached_ok and cached_wrong (a remembered outcome), missing (no Basic credentials).")
 
 LIVE_COUNTERS = (REFUSED, AUTH)  # the family names (samples end in _total)
 
