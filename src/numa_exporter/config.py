@@ -55,6 +55,7 @@ class Config:
     hold_budget: float = 0.005  # longest mmap-lock hold a full read may cause, else sample
     full_interval: float = 0.0  # exact full reads of sampled processes this often (0: never)
     process_budget: float = 0.5  # average full-read seconds one process may cost per scan
+    kubelet_root_dir: str = "/var/lib/kubelet"  # a host path, under roots.rootfs
 
     def enabled(self, collector: str) -> bool:
         """Return whether the collector called ``collector`` is on.

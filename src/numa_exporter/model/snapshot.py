@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from numa_exporter.model.home import Home, Locality
+from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
@@ -63,6 +64,11 @@ class ProcessSample:
     full_read_cpu: float | None = None
     sampled_read_cpu: float | None = None
     hold_seconds: float | None = None
+    # the pod container the process runs in (None: not in one, or the collector is off),
+    # the cgroup path it was found by, and what the kubelet assigned that container
+    kubernetes: ContainerRef | None = None
+    kubernetes_cgroup: str | None = None
+    kubelet: Assignment | None = None
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""
@@ -140,4 +146,5 @@ class Snapshot:
     processes: tuple[ProcessSample, ...] = ()
     accelerators: tuple[AcceleratorDevice, ...] = ()
     cgroups: tuple[CgroupSample, ...] = ()
+    kubernetes: KubernetesView = field(default_factory=KubernetesView)
     stats: ExporterStats = field(default_factory=ExporterStats)

@@ -1,0 +1,87 @@
+"""Collector ``kubernetes``: which pod and container, and what the kubelet assigned.
+
+Info families that join the per-process and per-cgroup metrics to pods, and the kubelet's
+NUMA assignments per container (docs/kubernetes.md):
+
+* ``numa_process_kubernetes_info{pid, namespace, pod, container, uid, container_id}``;
+* ``numa_cgroup_kubernetes_info{cgroup, namespace, pod, container, uid, container_id, qos}``;
+* ``numa_kubernetes_container_assigned_nodes_info{namespace, pod, container, uid, resource,
+  nodes}``.
+
+``emit_view`` builds them from a ``KubernetesView`` and the (pid, cgroup) pairs of the
+scanned processes; ``emit`` takes both from the snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client.core import Metric
+
+from numa_exporter.collectors.spec import MetricSpec
+from numa_exporter.model.kubernetes import KubernetesView
+from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers.cpulist import format_cpulist
+from numa_exporter.parsers.text import label_text
+
+from .base import CollectorDef
+from .families import family
+
+POD = ("namespace", "pod", "container", "uid", "container_id")
+PROCESS = MetricSpec(
+    "numa_process_kubernetes_info", "info",
+    "Always 1; the pod and container the process runs in, from its cgroup and the node's "
+    "files (container_id as kube-state-metrics writes it, runtime://id; namespace, pod or "
+    "container empty where no file on the node names them). Join on pid.",
+    ("pid", *POD))
+CGROUP = MetricSpec(
+    "numa_cgroup_kubernetes_info", "info",
+    "Always 1; the pod and container a cgroup belongs to, and the pod's QoS class "
+    "(Guaranteed, Burstable, BestEffort; empty where the path hides it). Join on cgroup.",
+    ("cgroup", *POD, "qos"))
+ASSIGNED = MetricSpec(
+    "numa_kubernetes_container_assigned_nodes_info", "info",
+    "Always 1; the NUMA nodes the kubelet assigned the container for a resource: cpu (the "
+    "nodes of its exclusive CPUs, CPU Manager static policy), memory and hugepages-* "
+    "(Memory Manager), and each device resource (the device manager; nodes empty when "
+    "the plugin reported no topology), from the kubelet's checkpoint files.",
+    ("namespace", "pod", "container", "uid", "resource", "nodes"))
+
+SPECS = (PROCESS, CGROUP, ASSIGNED)
+
+
+def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
+              ) -> Iterator[Metric]:
+    """Yield the three families for ``view`` and the scanned (pid, cgroup key) pairs.
+
+    Only containers (not pause, monitor or pod-level cgroups) get a process series.
+    """
+    proc, cg, assigned = family(PROCESS), family(CGROUP), family(ASSIGNED)
+    for pid, key in sorted(processes, key=lambda p: p[0]):
+        ref = view.cgroups.get(key) if key is not None else None
+        if ref is None or ref.kind != "container":
+            continue
+        proc.add_metric([str(pid), ref.namespace, ref.pod, ref.container, ref.uid,
+                         ref.container_id], 1)
+    for key, ref in sorted(view.cgroups.items()):
+        if ref.kind in ("container", "pod"):
+            cg.add_metric([label_text(key), ref.namespace, ref.pod, ref.container, ref.uid,
+                           ref.container_id, ref.qos], 1)
+    for (uid, container), a in sorted(view.assignments.items()):
+        namespace, pod = view.pods.get(uid, ("", ""))
+        for resource, nodes in sorted(a.by_resource().items()):
+            assigned.add_metric([namespace, pod, label_text(container), uid,
+                                 label_text(resource), format_cpulist(nodes)], 1)
+    yield proc
+    yield cg
+    yield assigned
+
+
+def emit(snap: Snapshot) -> Iterator[Metric]:
+    """Yield the three families of the snapshot's Kubernetes view and processes."""
+    return emit_view(snap.kubernetes, ((p.pid, p.kubernetes_cgroup) for p in snap.processes))
+
+
+COLLECTOR = CollectorDef(
+    "kubernetes", "pods and containers of processes and cgroups, and the kubelet's NUMA "
+    "assignments, from the node's files (--path.rootfs)", SPECS, emit)
