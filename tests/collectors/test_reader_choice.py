@@ -81,6 +81,7 @@ def test_small_mappings_are_read_in_full_after_maps_shows_them(big_root: Path) -
     assert _methods(scanner, 5) == ["sampled", "full", "full", "full", "full"]
     assert sampled.calls == 1
     (p,) = scanner.scan().processes
+    assert p.placement_reason == "cheaper"
     assert p.full_read_cpu is not None and p.sampled_read_cpu is not None
     assert p.hold_seconds is not None and p.hold_seconds < 0.005
 
@@ -89,6 +90,8 @@ def test_one_big_mapping_stays_sampled_with_a_bounded_query_count(big_root: Path
     sampled = FakeSampled(largest=4 * GiB)
     scanner = _scanner(big_root, sampled)
     assert _methods(scanner, 4) == ["sampled"] * 4
+    (p,) = scanner.scan().processes
+    assert p.placement_reason == "hold"
     # sized to what the full read is estimated to cost (32 ms), at no less than 0.5 us a
     # query however cheap this fake measures; never the 615,000 of the old fixed budget
     assert all(q is not None and 256 <= q <= 0.032 / 0.5e-6 for q in sampled.max_queries)

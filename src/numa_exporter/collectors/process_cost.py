@@ -27,12 +27,21 @@ HOLD = MetricSpec(
     "walk of its largest mapping); above --placement.hold-budget the placement is sampled.",
     ("pid",))
 
-SPECS = (READ_CPU, HOLD)
+REASON = MetricSpec(
+    "numa_process_placement_reason_info", "info",
+    "Always 1; why the process's reader (numa_process_placement_info) was chosen: hold (a "
+    "full read's lock hold is over --placement.hold-budget), cost (the sampled reader "
+    "measured cheaper), probe (the sampled reader tried, to measure it), cheaper (the full "
+    "read: cheaper, or the only one measured), interval (--placement.full-interval), only "
+    "(sampling unavailable or off).",
+    ("pid", "reason"))
+
+SPECS = (READ_CPU, HOLD, REASON)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the read-cost families of the snapshot's processes."""
-    cpu, hold = (family(s) for s in SPECS)
+    cpu, hold, why = (family(s) for s in SPECS)
     for p in snap.processes:
         pid = str(p.pid)
         if p.full_read_cpu is not None:
@@ -41,4 +50,6 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             cpu.add_metric([pid, "sampled"], p.sampled_read_cpu)
         if p.hold_seconds is not None:
             hold.add_metric([pid], p.hold_seconds)
-    yield from (cpu, hold)
+        if p.placement_reason is not None:
+            why.add_metric([pid, p.placement_reason], 1)
+    yield from (cpu, hold, why)

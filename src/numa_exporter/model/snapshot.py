@@ -64,6 +64,7 @@ class ProcessSample:
     full_read_cpu: float | None = None
     sampled_read_cpu: float | None = None
     hold_seconds: float | None = None
+    placement_reason: str | None = None  # why the method was chosen (cadence.Reason)
     # the pod container the process runs in (None: not in one, or the collector is off),
     # the cgroup path it was found by, and what the kubelet assigned that container
     kubernetes: ContainerRef | None = None

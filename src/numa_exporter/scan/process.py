@@ -471,6 +471,7 @@ class ProcessReader:
             full_read_cpu=st.costs.full_cpu,
             sampled_read_cpu=st.costs.sampled_cpu,
             hold_seconds=plan_.hold_seconds if plan_ is not None else st.costs.hold,
+            placement_reason=plan_.reason if plan_ is not None else None,
             kubernetes=pod,
             kubernetes_cgroup=cgroup_key(cg) if pod is not None and cg is not None else None,
             kubelet=kubelet,
