@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from numa_exporter.model.accessors import ProcessTiers
 from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.read_times import ReadTimes
+from numa_exporter.model.system_tiers import SystemTiers
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
 
@@ -58,6 +60,7 @@ class ProcessSample:
     method: str = "full"  # "full": numa_maps read; "sampled": move_pages estimate
     samples: int | None = None  # pages sampled; None for a full read
     remote_ratio_stderr: float | None = None  # standard error of the ratio; None/0 when full
+    tiers: ProcessTiers | None = None  # by accessor and tier, spans, faults (issue 17)
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""
@@ -84,6 +87,9 @@ class SystemSample:
     hugepages: dict[int, dict[int, HugePages]] = field(default_factory=dict)
     balancing_mode: int | None = None
     promote_rate_limit_bytes: int | None = None
+    tiers: SystemTiers | None = None  # node classes, memory tiers, HMAT (tiers collector)
+    node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
+    demotion_enabled: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
 from numa_exporter.config import Config
+from numa_exporter.model.accessors import HostTiers, ProcessTiers, process_tiers
 from numa_exporter.model.binding import Binding, analyse
 from numa_exporter.model.cadence import Plan
 from numa_exporter.model.counters import ThreadSum, advance
@@ -37,10 +40,12 @@ from numa_exporter.readers.process_files import (
     read_numa_maps,
     read_stat,
 )
-from numa_exporter.readers.threads import read_threads
+from numa_exporter.readers.threads import SchedGate, read_threads
 from numa_exporter.scan.select import Candidate, texts
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
+
+log = structlog.get_logger("numa_exporter.scan.process")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 DEADLINE_CHECK_EVERY = 1  # numa_maps reads (a page of text each) between looks at the clock
@@ -127,6 +132,8 @@ class ProcessReader:
         self.clock = clock
         self.wall = wall
         self._btime: int | None = None
+        self.gate = SchedGate()  # closed for good on kernels whose sched read resets counters
+        self._host: tuple[object, object, HostTiers] | None = None
 
     # --- stage 1: threads ----------------------------------------------------------------
     def threads(self, files: ProcessFiles, st: ProcessState
@@ -136,9 +143,10 @@ class ProcessReader:
         A thread's weight is its CPU time since the previous scan; a thread that started
         since then is weighted by all of its CPU time (it all happened since).
         """
+        self.gate.faults = self.config.enabled("tiers")
         try:
             threads: list[ThreadReading] | None = read_threads(files, st.threads,
-                                                               self.errors.parse)
+                                                               self.errors.parse, self.gate)
         except Gone:
             raise
         except SourceError as err:
@@ -157,6 +165,10 @@ class ProcessReader:
             weights.append((node, float(delta)))
         if not any(w > 0 for _, w in weights):  # nothing ran: every thread counts once
             weights = [(n, 1.0) for n, _ in weights]
+        if self.gate.refused and self.errors.once("note", "sched-legacy"):
+            log.warning("this kernel prints the 3.13-4.1 NUMA form in sched and resets "
+                        "numa_pages_migrated on every read; sched is not read again (no "
+                        "hinting faults or migrated pages per process)")
         if threads is not None:
             st.threads = {t.tid: t for t in threads}
             now = {t.tid: t.pages_migrated for t in threads if t.pages_migrated is not None}
@@ -267,6 +279,31 @@ class ProcessReader:
             off_policy_bytes=pl.off_policy_bytes,
         )
 
+    # --- stage 4b: tiers, accessors, faults ------------------------------------------------
+    def host(self, system: SystemSample) -> HostTiers | None:
+        """Return the host's tier facts for per-process views (None without them), built
+        once per system tiers value and config."""
+        tiers = system.tiers
+        if tiers is None:
+            return None
+        cached = self._host
+        if cached is None or cached[0] is not tiers or cached[1] is not self.config:
+            cached = (tiers, self.config,
+                      tiers.host(system.topology, self.config.accelerator_memory()))
+            self._host = cached
+        return cached[2]
+
+    def tiers(self, system: SystemSample, node_bytes: Mapping[int, int], home: Home,
+              uses: tuple[AcceleratorUse, ...], status: PidStatus,
+              threads: list[ThreadReading] | None) -> ProcessTiers | None:
+        """Return the process's tiers view (None with the tiers collector off)."""
+        host = self.host(system)
+        if host is None or not self.config.enabled("tiers"):
+            return None
+        return process_tiers(node_bytes, home.nodes, host, (u.pci_address for u in uses),
+                             status.cpus_allowed, status.mems_allowed,
+                             (t.faults for t in threads or ()))
+
     # --- stage 5: drift needs the boot time ----------------------------------------------
     def boot_time(self) -> int | None:
         """Return the boot time (None while /proc/stat cannot be read: retried next time)."""
@@ -294,7 +331,7 @@ class ProcessReader:
         stat = cand.stat
         st = self.table.get(cand.key)
         method = plan_.method if plan_ is not None else "full"
-        _threads, weights, by_node = self.threads(files, st)
+        threads, weights, by_node = self.threads(files, st)
         try:
             pl = self.place(cand, st, method, self.bounded(deadline, stop))
         except Denied:
@@ -316,13 +353,16 @@ class ProcessReader:
             found = texts(files, stat.comm)
         uses = self.accelerators(cand, found)
         accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
-        home: Home = home_for(weights, affinity, pinned_home(cfg, found), accel_nodes)
+        host = self.host(system)
+        home: Home = home_for(weights, affinity, pinned_home(cfg, found), accel_nodes,
+                              host.cpu_nodes if host is not None else topo.cpu_nodes())
         cgroup_path, cg = self.cgroup(files)
         if cg is not None and groups is not None:
             groups.append(cg)
         node_bytes = fold_nodes(pl.bytes)
         loc = locality(node_bytes, home)
         binding = self.binding(cand, system, pl, affinity, frozenset(by_node), accel_nodes)
+        tiers = self.tiers(system, node_bytes, home, uses, cand.status, threads)
         btime = self.boot_time()
         start_time = (btime or 0) + stat.starttime / CLK_TCK
         drift = None
@@ -360,4 +400,5 @@ class ProcessReader:
             remote_ratio_stderr=est.remote_ratio_stderr(home.nodes) if est is not None
             else None,
             next_scan_timestamp=plan_.next_due if plan_ is not None else now,
+            tiers=tiers,
         )
