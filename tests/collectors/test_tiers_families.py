@@ -25,10 +25,9 @@ from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 GH = ROOTS / "grace_hopper"
-# declares the GPU's memory node; the pin matches no process, so process 700 is found as a
-# user of the GPU through its open /dev/nvidia0 alone
-CONFIG = ('[[accelerator]]\nmatch = "^no process is called this$"\n'
-          'pci_addresses = ["0009:01:00.0"]\nmemory_nodes = "1"\n')
+# the root's config declares the GPU's memory node; its pin matches no process, so process
+# 700 is found as a user of the GPU through its open /dev/nvidia0 alone
+CONFIG = (GH / "config.toml").read_text()
 
 
 def _expected() -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """A real Prometheus scraping real exporters: every dashboard query and rule expression runs.
 
-Three exporters are started (scan interval 1s): on the two_node fixture root, on the
-inference fixture root (accelerators from its udev records) and on this machine's /proc.
+Four exporters are started (scan interval 1s): on the two_node fixture root, on the
+inference fixture root (accelerators from its udev records), on the grace_hopper root
+(hinting faults, CPU-less and generic-initiator nodes, HMAT, the GPU's memory node from its
+config.toml) and on this machine's /proc.
 Prometheus (Debian's binary, own config and storage, loopback ports, scrape and rule
 evaluation every 1s) scrapes them and loads both rule files. Then:
 
@@ -88,7 +90,8 @@ class Stack:
 
 def _exporters() -> dict[str, list[str]]:
     two, inf = FIXTURE_ROOTS / "two_node", FIXTURE_ROOTS / "inference"
-    for root in (two, inf):
+    gh = FIXTURE_ROOTS / "grace_hopper"
+    for root in (two, inf, gh):
         if not (root / "proc").is_dir() or not (root / "sys").is_dir():
             missing(f"fixture root {root}")
     records = inf / "udev.json"
@@ -98,6 +101,9 @@ def _exporters() -> dict[str, list[str]]:
         "two_node": [f"--path.procfs={two / 'proc'}", f"--path.sysfs={two / 'sys'}"],
         "inference": [f"--path.procfs={inf / 'proc'}", f"--path.sysfs={inf / 'sys'}",
                       f"--accelerator.records={records}"],
+        "grace_hopper": [f"--path.procfs={gh / 'proc'}", f"--path.sysfs={gh / 'sys'}",
+                         f"--accelerator.records={gh / 'udev.json'}",
+                         f"--config.file={gh / 'config.toml'}"],
         "real": ["--process.min-resident=0"],
     }
 
