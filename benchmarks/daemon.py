@@ -59,16 +59,18 @@ def _wait_scans(log: Path, n: int, proc: subprocess.Popen[bytes], timeout: float
         time.sleep(0.05)
 
 
-def run_daemon_case(n: int, mib: int, interval: float, scans: int, scrapes: int) -> dict[str,
-                                                                                    object]:
-    """Return CPU per scan, RSS, scrape latency and series count with ``n`` processes."""
+def run_daemon_case(n: int, mib: int, interval: float, scans: int, scrapes: int,
+                    extra_args: tuple[str, ...] = ()) -> dict[str, object]:
+    """Return CPU per scan, RSS, scrape latency and series count with ``n`` processes
+    (``extra_args`` are added to the daemon's command line)."""
     fleet = start_fleet(n, mib)
     port = _free_port()
     tmp = Path(tempfile.mkdtemp(prefix="numa-bench-"))
     log = tmp / "daemon.log"
     cmd = [sys.executable, "-m", "numa_exporter", f"--web.listen-address=127.0.0.1:{port}",
            "--process.min-resident=64MiB", "--process.include=^numa-bench-d$",
-           f"--scan.interval={interval}s", "--log.level=info", "--log.format=json"]
+           f"--scan.interval={interval}s", "--log.level=info", "--log.format=json",
+           *extra_args]
     with open(log, "wb") as fh:
         daemon = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
     try:
