@@ -59,6 +59,7 @@ class Config:
     sample_above: float = 0.005  # estimated full-read seconds above which placement is sampled
     full_interval: float = 0.0  # exact full reads of sampled processes this often (0: never)
     process_budget: float = 0.5  # average full-read seconds one process may cost per scan
+    kubelet_root_dir: str = "/var/lib/kubelet"  # a host path, under roots.rootfs
 
     def accelerator_memory(self) -> dict[str, frozenset[int]]:
         """Return PCI address -> memory nodes declared by the accelerator pins."""

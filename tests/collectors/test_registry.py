@@ -31,8 +31,8 @@ from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 # The switchable collectors, written out: a collector lost from the registry fails here.
-NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "vmstat", "node", "balancing",
-         "tiers"}
+NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "kubernetes", "vmstat", "node",
+         "balancing", "tiers"}
 
 
 def _config(root: str, **kw: Any) -> Config:

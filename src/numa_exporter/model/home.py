@@ -1,9 +1,11 @@
 """Home nodes of a process and its local/remote split.
 
 Home nodes are the nodes that count as local. Candidates are tried in precedence order
-(``config`` > ``accelerator`` > ``threads`` > ``affinity``); the first that names any node wins.
+(``config`` > ``kubelet`` > ``accelerator`` > ``threads`` > ``affinity``); the first that names
+any node wins. ``kubelet`` is the kubelet's assignment of the process's container
+(``model/kubernetes.py``: its Memory Manager nodes, else its exclusive CPUs' nodes).
 A CPU-less memory node (CXL expander, HBM, a GPU's memory) is never a thread's home: where the
-nodes with CPUs are known, each candidate keeps only those, so a config pin that names only
+nodes with CPUs are known, each candidate keeps only those, so a candidate that names only
 CPU-less nodes gives way to the next source (an accelerator's own memory node is the
 ``accelerator`` accessor's home, ``model/accessors.py``).
 """
@@ -13,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-PRECEDENCE = ("config", "accelerator", "threads", "affinity")
+PRECEDENCE = ("config", "kubelet", "accelerator", "threads", "affinity")
 THREAD_SHARE = 0.10  # a node counts as home when it carries at least this share of the weight
 
 
@@ -87,6 +89,7 @@ def home_for(
     affinity_nodes: frozenset[int] | None,
     config_nodes: frozenset[int] | None = None,
     accelerator_nodes: frozenset[int] | None = None,
+    kubelet_nodes: frozenset[int] | None = None,
     cpu_nodes: frozenset[int] | None = None,
 ) -> Home:
     """Return the home of a process from each source's candidate nodes (only nodes with
@@ -94,6 +97,7 @@ def home_for(
     return choose_home(
         {
             "config": config_nodes,
+            "kubelet": kubelet_nodes,
             "accelerator": accelerator_nodes,
             "threads": thread_nodes(thread_weights),
             "affinity": affinity_nodes,
