@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from numa_exporter.collectors import registry
+
 from .helpers import (
     RECORDING,
     dashboard,
@@ -104,18 +106,47 @@ def test_every_expression_is_filtered_by_instance_and_nothing_is_hard_coded() ->
 NOT_PER_PROCESS = {"Slowest processes to read"}
 
 
+# Per-process families labelled by pid alone (issue 15: comm is not on new families); a
+# panel selects their processes by joining on pid with a family that carries comm.
+PID_ONLY = {s.name for s in registry.SPECS if "pid" in s.labels and "comm" not in s.labels}
+JOIN_ON_PID = "on (instance, job, pid)"
+
+
+def _unfiltered(expr: str) -> tuple[list[str], int]:
+    """Return the per-process selectors of ``expr`` that $process does not filter, and how
+    many per-process selectors it has."""
+    bad: list[str] = []
+    found = 0
+    for m in re.finditer(r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", expr):
+        name, sel = m.group(1), m.group(2)
+        if name == "numa_process_kubernetes_info":  # no comm label: filtered by pod
+            continue
+        found += 1
+        if name in PID_ONLY:
+            if not (JOIN_ON_PID in expr and 'comm=~"$process"' in expr):
+                bad.append(f"{name}: selected by $process only through a join on pid")
+        elif 'comm=~"$process"' not in sel:
+            bad.append(f"{{{sel}}}")
+    return bad, found
+
+
 def test_process_panels_filter_by_process() -> None:
     checked = 0
     for p, t in panel_targets(dashboard()):
         if p["title"] in NOT_PER_PROCESS:
             continue
-        for name, sel in re.findall(
-                r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", t["expr"]):
-            if name == "numa_process_kubernetes_info":  # no comm label: filtered by pod
-                continue
-            assert 'comm=~"$process"' in sel, f"{p['title']}: {{{sel}}}"
-            checked += 1
+        bad, found = _unfiltered(t["expr"])
+        assert not bad, f"{p['title']}: {bad}"
+        checked += found
     assert checked >= 10
+
+
+def test_pid_only_rule_catches_an_unjoined_selector() -> None:
+    assert _unfiltered('numa_process_fault_remote_ratio{instance=~"$instance"}')[0]
+    assert _unfiltered('numa_process_remote_memory_ratio{instance=~"$instance"}')[0]
+    assert not _unfiltered(
+        'numa_process_fault_remote_ratio{instance=~"$instance"} and on (instance, job, pid) '
+        'numa_process_start_time_seconds{instance=~"$instance", comm=~"$process"}')[0]
 
 
 def test_pod_panels_filter_by_namespace_and_pod() -> None:
@@ -154,6 +185,10 @@ def test_dashboard_covers_the_required_views() -> None:
                    "numa_vmstat_pgmigrate_success", "numa_node_miss", "numa_node_foreign",
                    "numa_balancing_mode", "numa_process_accelerator_info", "numa_accelerator_info",
                    "numa_exporter_scan_duration_seconds", "numa_exporter_parse_errors_total",
+                   "numa_vmstat_numa_hint_faults_local_total", "numa_process_fault_remote_ratio",
+                   'accessor="cpu"', "numa_process_tier_memory_bytes",
+                   "numa_node_vmstat_pgpromote_success_total", "numa_node_memory_tier",
+                   "numa_node_access_latency_seconds",
                    'numa_exporter_processes{instance=~"$instance"}',
                    "numa_process_kubernetes_info", "numa_kubernetes_container_assigned_nodes_info",
                    'reason=~"kubelet_.+"'):

@@ -19,6 +19,7 @@ from . import (
     node,
     process,
     scrape,
+    tiers,
     vmstat,
 )
 from .base import CollectorDef
@@ -34,6 +35,7 @@ ALL: tuple[CollectorDef, ...] = (
     vmstat.COLLECTOR,
     node.COLLECTOR,
     balancing.COLLECTOR,
+    tiers.COLLECTOR,
 )
 
 # Names of the collectors a flag turns on and off (all default on).
