@@ -73,4 +73,8 @@ def test_a_sparse_reservation_costs_a_bounded_sample(children: list[subprocess.P
             # about what a full read of its 1 GiB is estimated to cost (8 ms at the default
             # 8 ms/GiB, 2 us a query: ~4,000) or measured to
             assert s.samples is not None and s.samples <= 20_000, s.samples
+            # what the bounded sample could not place is said, not hidden
+            assert s.unsampled_bytes is not None
+            placed = sum(s.memory.values())
+            assert placed + s.unsampled_bytes >= 0.9 * s.rss_bytes
     assert methods[0] == "sampled"  # one 16 TiB mapping with 1 GiB in it: the hold requires it

@@ -36,12 +36,19 @@ REASON = MetricSpec(
     "(sampling unavailable or off).",
     ("pid", "reason"))
 
-SPECS = (READ_CPU, HOLD, REASON)
+UNSAMPLED = MetricSpec(
+    "numa_process_placement_unsampled_bytes", "gauge",
+    "Resident bytes (from status) that the sampled estimate could not place on a node and "
+    "that are not in numa_process_memory_bytes: a sparse mapping whose resident pages the "
+    "sample, bounded by the full read's cost, did not find; absent for a full read.",
+    ("pid",))
+
+SPECS = (READ_CPU, HOLD, REASON, UNSAMPLED)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the read-cost families of the snapshot's processes."""
-    cpu, hold, why = (family(s) for s in SPECS)
+    cpu, hold, why, gap = (family(s) for s in SPECS)
     for p in snap.processes:
         pid = str(p.pid)
         if p.full_read_cpu is not None:
@@ -52,4 +59,6 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             hold.add_metric([pid], p.hold_seconds)
         if p.placement_reason is not None:
             why.add_metric([pid, p.placement_reason], 1)
-    yield from (cpu, hold, why)
+        if p.unsampled_bytes is not None and p.method == "sampled":
+            gap.add_metric([pid], p.unsampled_bytes)
+    yield from (cpu, hold, why, gap)

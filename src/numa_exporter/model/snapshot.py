@@ -67,6 +67,7 @@ class ProcessSample:
     sampled_read_cpu: float | None = None
     hold_seconds: float | None = None
     placement_reason: str | None = None  # why the method was chosen (cadence.Reason)
+    unsampled_bytes: int | None = None  # resident bytes a sampled estimate could not place
     # the pod container the process runs in (None: not in one, or the collector is off),
     # the cgroup path it was found by, and what the kubelet assigned that container
     kubernetes: ContainerRef | None = None

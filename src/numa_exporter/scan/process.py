@@ -101,6 +101,11 @@ class SampledPlacement(Protocol):
         """Return the number of maps lines read."""
         ...
 
+    @property
+    def unsampled_bytes(self) -> int:
+        """Return the resident bytes status counts that the estimate could not place."""
+        ...
+
     def remote_ratio_stderr(self, home: frozenset[int]) -> float:
         """Return the standard error of the remote ratio against ``home``."""
         ...
@@ -513,6 +518,7 @@ class ProcessReader:
             sampled_read_cpu=st.costs.sampled_cpu,
             hold_seconds=plan_.hold_seconds if plan_ is not None else st.costs.hold,
             placement_reason=plan_.reason if plan_ is not None else None,
+            unsampled_bytes=est.unsampled_bytes if est is not None else None,
             kubernetes=pod,
             kubernetes_cgroup=cgroup_key(cg) if pod is not None and cg is not None else None,
             kubelet=kubelet,
