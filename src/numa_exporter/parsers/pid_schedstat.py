@@ -26,6 +26,10 @@ class Schedstat:
 def parse_schedstat(data: bytes) -> Schedstat | None:
     """Return the counters of a schedstat line, or None when it is malformed."""
     fields = data.split()
-    if len(fields) != 3 or not all(0 < len(f) <= _MAX_DIGITS and f.isdigit() for f in fields):
+    if len(fields) != 3:
         return None
-    return Schedstat(int(fields[0]), int(fields[1]), int(fields[2]))
+    run, wait, slices = fields  # checked one by one: this runs for every thread every scan
+    if (run.isdigit() and wait.isdigit() and slices.isdigit() and len(run) <= _MAX_DIGITS
+            and len(wait) <= _MAX_DIGITS and len(slices) <= _MAX_DIGITS):
+        return Schedstat(int(run), int(wait), int(slices))
+    return None
