@@ -244,3 +244,36 @@ def test_one_slow_process_cannot_starve_the_rest(big_root: Path) -> None:
         assert normal <= got, (normal - got)
     assert sum(1 for got in per_scan if 300 in got) >= 2  # progress for the slow one
     assert reads[300] >= 3  # given up, then read to the end
+
+
+def test_a_thread_read_stopped_at_the_deadline_resumes_next_scan(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # process 300 with 600 threads; the scan's deadline falls inside its thread read: the
+    # read is given up with the threads read so far kept, and the next scan reads the rest
+    from numa_exporter.sources import threads as threads_mod
+
+    root = tmp_path / "root"
+    shutil.copytree(ROOTS / "two_node", root, symlinks=True)
+    task = root / "proc" / "300" / "task"
+    for tid in range(1000, 1600):
+        shutil.copytree(task / "310", task / str(tid))
+    reads: list[str] = []
+    real = threads_mod.TaskDir.read
+
+    def counting(self, rel: str, source: str) -> bytes:  # type: ignore[no-untyped-def]
+        reads.append(rel)
+        return real(self, rel, source)
+
+    monkeypatch.setattr(threads_mod.TaskDir, "read", counting)
+    clock = FakeClock(step=0.0001)
+    scanner = Scanner(_config(root, scan_budget=0.0008, process_budget=0.0,
+                              include=re.compile("^splitter$")), clock=clock)
+    first = scanner.scan()
+    assert first.stats.states["scanned"] == 0 and scanner.state.pending == [300]
+    done_first = {r.split("/")[0] for r in reads if r.endswith("/stat")}
+    assert 0 < len(done_first) < 602
+    second = scanner.scan()
+    assert [p.pid for p in second.processes] == [300]
+    stats = [r.split("/")[0] for r in reads if r.endswith("/stat")]
+    assert len(stats) == len(set(stats)) == 602  # every thread read once over the two scans
+    assert sum(second.processes[0].threads_by_node.values()) == 602
