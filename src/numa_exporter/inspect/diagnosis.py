@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from numa_exporter.inspect.tiers import render_tiers, tiers_report
 from numa_exporter.model.binding import policy_memory_nodes
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.kubernetes import KubernetesView, kubelet_home
@@ -268,6 +269,7 @@ def report(sample: ProcessSample, system: SystemSample, cg_path: str | None = No
         "remote_bytes": sample.locality.remote_bytes,
         "remote_ratio": sample.locality.remote_ratio,
         "remote_ratio_by_home": d.ratios,
+        "tiers": tiers_report(sample.tiers, system),
         "numa_balancing": system.balancing_mode,
         "pages_migrated": sample.pages_migrated,
         "vmstat_numa_pages_migrated": system.vmstat.get("numa_pages_migrated"),
@@ -334,6 +336,10 @@ def render(rep: dict[str, Any]) -> str:
     out.append(f"Home nodes        {rep['home']['nodes'] or '-'} (from {rep['home']['source']})")
     for src, r in rep["remote_ratio_by_home"].items():
         out.append(f"  remote ratio vs {src:<12} {r:.3f}")
+    tiers = render_tiers(rep.get("tiers"))
+    if tiers:
+        out.append("")
+        out.extend(tiers)
     out.append("")
     out.append(f"Verdict: {rep['verdict'].upper()}: {rep['summary']}")
     for p in rep["problems"]:
