@@ -201,3 +201,26 @@ def test_tiers_view_in_the_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert ("Hinting faults    node 0 210, node 1 790 (decayed counts, 3 threads)" in lines)
     assert "  for the CPUs    local 210, remote 0, far 790" in lines
     assert "  remote share    0.790 (an estimate from NUMA hinting faults)" in lines
+
+
+def test_gpu_process_is_not_told_to_move_its_gpu_memory(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm (700) keeps 2 GiB on node 1, its GPU's own memory (README: local for the
+    accelerator). The remedies must not move those pages to node 0 or bind memory away from
+    node 1; the summary says where the far bytes are."""
+    r = _run(capsys, "grace_hopper", 700)
+    text = "\n".join(r["remedies"])
+    assert "migratepages 700 1" not in text
+    assert "--membind=0 " not in text and "NUMAMask=0\n" not in text + "\n"
+    # far and local to the GPU alike: 2147483648 / 2572189696 = 0.8349
+    assert "far, on CPU-less or slower-tier nodes: 83%" in r["summary"]
+    assert "83% local to its accelerator's memory node(s) 1" in r["summary"]
+
+
+def test_process_bound_to_the_gpu_memory_without_the_gpu_is_still_told(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """spill (710) uses no accelerator: its memory on node 1 is far for its CPUs, and moving
+    it back is still the remedy."""
+    r = _run(capsys, "grace_hopper", 710)
+    assert "migratepages 710 1 0" in "\n".join(r["remedies"])
+    assert "accelerator" not in r["summary"]
