@@ -105,9 +105,6 @@ OUTER_KEYS = ("policyName", "defaultCpuSet", "entries", "podEntries", "checksum"
 NAMES = ("CPUManagerCheckpoint", "CPUManagerCheckpointV2", "CPUManagerCheckpointV3")
 
 
-_hash_text = envelope.struct_hash_text
-
-
 def _cpus(text: Any) -> frozenset[int] | None:
     return parse_cpulist(text) if isinstance(text, str) else None
 
@@ -172,7 +169,7 @@ def _v1_entries(value: dict[str, Any]) -> tuple[dict[str, frozenset[int]], int]:
 
 def _parse_v1(top: gj.Obj) -> CpuManagerState:
     value, d = gj.decode_into(V1, top, {**V1.zero(), "Entries": {}})
-    checksum = envelope.verdict([_hash_text(V1, value, "CPUManagerCheckpoint")],
+    checksum = envelope.verdict([envelope.struct_hash_text(V1, value, "CPUManagerCheckpoint")],
                                 value["Checksum"], bool(d.unknown_keys), zero_absent=True)
     by_id, errors = _v1_entries(value)
     default = _cpus(value["DefaultCPUSet"])
@@ -192,12 +189,12 @@ def _parse_v2_v3(top: gj.Obj) -> CpuManagerState:
     else:
         # a v3 kubelet writes no podEntries when it has none; it hashed an empty map
         v3, version = {**v2, "PodEntries": {}}, "v2"
-    candidates = [_hash_text(V3, v3, n) for n in NAMES]
+    candidates = [envelope.struct_hash_text(V3, v3, n) for n in NAMES]
     if version == "v2":
-        candidates += [_hash_text(V2, v2, n) for n in NAMES]
+        candidates += [envelope.struct_hash_text(V2, v2, n) for n in NAMES]
         if not v2["Entries"]:  # nothing tells v1 from v2 apart
             v1 = {**v2, "Entries": v2["Entries"]}
-            candidates.append(_hash_text(V1, v1, "CPUManagerCheckpoint"))
+            candidates.append(envelope.struct_hash_text(V1, v1, "CPUManagerCheckpoint"))
     checksum = envelope.verdict(candidates, v2["Checksum"], bool(d2.unknown_keys),
                                 zero_absent=True)
     return envelope.refuse_on_mismatch(_result(v3 if version == "v3" else v2, version, checksum))

@@ -140,9 +140,6 @@ def _failed(message: str) -> MemoryManagerState:
     return MemoryManagerState(error=message, error_count=1)
 
 
-_hash_text = envelope.struct_hash_text
-
-
 def _parse_v3(top: gj.Obj) -> MemoryManagerState:
     got = envelope.data_field(top)
     if got is None:
@@ -162,9 +159,9 @@ def _parse_v1_v2(top: gj.Obj) -> MemoryManagerState:
         version, value = "v2", v2
     else:
         v2, version, value = {**v1, "PodEntries": {}}, "v1", v1
-    candidates = [_hash_text(V2, v2, n) for n in NAMES]
+    candidates = [envelope.struct_hash_text(V2, v2, n) for n in NAMES]
     if version == "v1":
-        candidates = [_hash_text(V1, v1, "MemoryManagerCheckpoint"), *candidates]
+        candidates = [envelope.struct_hash_text(V1, v1, "MemoryManagerCheckpoint"), *candidates]
     checksum = envelope.verdict(candidates, v1["Checksum"], bool(d1.unknown_keys),
                                 zero_absent=version == "v1")
     return _result(value, version, checksum)
