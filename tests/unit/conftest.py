@@ -1,4 +1,4 @@
-"""Fixtures of the in-process web server tests (helpers in ``web_harness.py``)."""
+"""Fixtures of the in-process web server tests (their shared classes in ``web_harness.py``)."""
 
 from __future__ import annotations
 
