@@ -6,6 +6,7 @@ import dataclasses
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,9 +15,11 @@ from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
 from numa_exporter import __version__
+from numa_exporter.collectors.health import HealthCollector, Liveness
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
 from numa_exporter.config_file import PinError, check_nodes, load_pins
+from numa_exporter.logs import LogSink
 from numa_exporter.readers.accelerator_use import accelerator_source
 from numa_exporter.scan.process import SampledReader
 from numa_exporter.scan.sampler import Sampler
@@ -107,8 +110,28 @@ def build_app(config: Config, registry: CollectorRegistry) -> App:
     return App(config, sampler, notes=(note,) if note else ())
 
 
-def run_daemon(config: Config, web: WebSettings | None = None) -> int:
-    """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status."""
+def liveness(sampler: Sampler, sink: LogSink | None) -> Callable[[], Liveness]:
+    """Return a function reading the scan loop's health and the log sink's lost lines."""
+    def read() -> Liveness:
+        return Liveness(scan_loop_up=sampler.health().ok, scan_failures=sampler.failed_scans,
+                        log_write_errors=sink.write_errors if sink else 0,
+                        log_backlog_drops=sink.backlog_drops if sink else 0)
+    return read
+
+
+def healthy(sampler: Sampler) -> Callable[[], tuple[bool, str]]:
+    """Return the predicate ``/-/healthy`` asks: (True, "") or (False, why)."""
+    def check() -> tuple[bool, str]:
+        h = sampler.health()
+        return h.ok, h.reason
+    return check
+
+
+def run_daemon(config: Config, web: WebSettings | None = None,
+               sink: LogSink | None = None) -> int:
+    """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status.
+
+    ``sink`` is the log sink (its lost lines are exported)."""
     # handlers first: a SIGHUP during start-up must not end the process (its default action)
     wake = threading.Event()
     pending: list[signal.Signals] = []
@@ -127,8 +150,10 @@ def run_daemon(config: Config, web: WebSettings | None = None) -> int:
         PlatformCollector(registry=live)
         GCCollector(registry=live)
     app = build_app(config, registry)
+    live.register(HealthCollector(liveness(app.sampler, sink)))
     try:
-        server = serve(web, registry, lambda: app.sampler.snapshot, live)
+        server = serve(web, registry, lambda: app.sampler.snapshot, live,
+                       health=healthy(app.sampler))
     except OSError as exc:
         print(f"numa-exporter: error: cannot listen on {config.listen_address}: {exc.strerror}",
               file=sys.stderr)

@@ -49,6 +49,7 @@ CHUNK = 64 * 1024
 MAX_BODY = 64 * 1024  # request bodies (none expected) are read and dropped up to this
 _HTML = "text/html; charset=utf-8"
 _TEXT = "text/plain; charset=utf-8"
+Health = Callable[[], tuple[bool, str]]  # /-/healthy: (True, "") or (False, why)
 _PLAIN_ON_TLS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
                  b"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
 
@@ -119,8 +120,9 @@ class WebServer:
     """Serves the landing page, health endpoints and the exposition."""
 
     def __init__(self, settings: WebSettings, cache: SnapshotCache,
-                 live: Collector | None) -> None:
+                 live: Collector | None, health: Health | None = None) -> None:
         self.settings = settings
+        self.health = health
         self.cache = cache
         self.live = live
         self.auth = BasicAuth(settings.config.users)
@@ -445,6 +447,10 @@ class WebServer:
             return await self._metrics(req)
         if path == "/":
             return _Response(200, _HTML, landing_page(self.settings.telemetry_path))
+        if path == "/-/healthy" and self.health is not None:
+            ok, reason = self.health()
+            if not ok:
+                return _Response(503, _TEXT, f"unhealthy: {reason}\n".encode())
         if path in ("/-/healthy", "/-/ready"):
             return _Response(200, _TEXT, b"OK\n")
         return _Response(404, _TEXT, b"not found\n")
@@ -536,9 +542,10 @@ def _err(exc: BaseException) -> str:
 
 
 def serve(settings: WebSettings, cached: Collector, key: Callable[[], object],
-          live: Collector | None) -> WebServer:
+          live: Collector | None, health: Health | None = None) -> WebServer:
     """Return a started server: ``cached`` rendered once per ``key()`` object, ``live`` per
-    scrape (None: no live families). Raises OSError when the address cannot be bound."""
-    server = WebServer(settings, SnapshotCache(cached, key), live)
+    scrape (None: no live families), ``/-/healthy`` answering 503 with the reason while
+    ``health()`` says not ok. Raises OSError when the address cannot be bound."""
+    server = WebServer(settings, SnapshotCache(cached, key), live, health)
     server.start()
     return server
