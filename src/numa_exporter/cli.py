@@ -347,8 +347,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if ns.command in commands:
         return commands[ns.command]()
-    from numa_exporter.daemon import run_daemon
+    from numa_exporter.daemon import block_signals, run_daemon
 
+    block_signals()  # before the first thread: every thread inherits the mask
     sink = logs.LogSink(sys.stderr.fileno())
     logs.configure(ns.log_level, ns.log_format, sink)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -127,21 +126,50 @@ def healthy(sampler: Sampler) -> Callable[[], tuple[bool, str]]:
     return check
 
 
+# Signals the daemon acts on, and signals whose default action (terminate) would end it with
+# no word: these are ignored with one log line per kind, as a Go exporter does with signals it
+# does not handle.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+RELOAD_SIGNALS = (signal.SIGHUP,)
+IGNORED_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM,
+                   signal.SIGPROF, signal.SIGXCPU, signal.SIGPWR)
+WAITED_SIGNALS = frozenset((*STOP_SIGNALS, *RELOAD_SIGNALS, *IGNORED_SIGNALS))
+
+
+def block_signals() -> None:
+    """Block the daemon's signals in the calling thread (and so in every thread it starts).
+
+    Call it before any thread exists: the signals then stay pending until the main thread
+    takes them with ``sigwaitinfo`` in ``run_daemon``. No handler runs (a handler that takes
+    a lock can nest into itself under a storm), and pending signals of one kind coalesce in
+    the kernel, so a burst of SIGHUPs costs a few reloads.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, WAITED_SIGNALS)
+
+
+class SignalLog:
+    """Says once per kind that an ignored signal arrived; counts them all."""
+
+    def __init__(self) -> None:
+        self.counts: dict[signal.Signals, int] = {}
+
+    def ignored(self, sig: signal.Signals) -> None:
+        """Count ``sig``; log the first of its kind."""
+        n = self.counts.get(sig, 0) + 1
+        self.counts[sig] = n
+        if n == 1:
+            log.info("signal ignored", signal=sig.name,
+                     note="further ones of this kind are ignored without a log line")
+
+
 def run_daemon(config: Config, web: WebSettings | None = None,
                sink: LogSink | None = None) -> int:
     """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status.
 
-    ``sink`` is the log sink (its lost lines are exported)."""
-    # handlers first: a SIGHUP during start-up must not end the process (its default action)
-    wake = threading.Event()
-    pending: list[signal.Signals] = []
-
-    def _signal(signum: int, _frame: object) -> None:
-        pending.append(signal.Signals(signum))
-        wake.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _signal)
+    ``sink`` is the log sink (its lost lines are exported). Signals are taken from the
+    kernel's queue by this (the main) thread; see ``block_signals``.
+    """
+    block_signals()  # a no-op when the caller did it before starting any thread
     registry = CollectorRegistry(auto_describe=False)  # snapshot families: cached per scan
     live = CollectorRegistry(auto_describe=False)  # the exporter's own, rendered per scrape
     web = web or WebSettings()
@@ -164,14 +192,14 @@ def run_daemon(config: Config, web: WebSettings | None = None,
              sysfs=str(config.roots.sysfs), interval=config.scan_interval,
              nodes=list(app.sampler.scanner.topology.nodes))
     app.start()
+    ignored = SignalLog()
     while True:
-        wake.wait()
-        wake.clear()
-        while pending:
-            sig = pending.pop(0)
-            if sig == signal.SIGHUP:
-                app.reload()
-                continue
+        sig = signal.Signals(signal.sigwaitinfo(WAITED_SIGNALS).si_signo)
+        if sig in RELOAD_SIGNALS:
+            app.reload()  # SIGHUPs arriving meanwhile are one pending signal
+        elif sig in IGNORED_SIGNALS:
+            ignored.ignored(sig)
+        else:
             log.info("stopping", signal=sig.name)
             app.stop()
             server.shutdown()
