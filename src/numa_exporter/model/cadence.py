@@ -39,7 +39,7 @@ class Plan:
     method: Method
     read_now: bool
     estimated_seconds: float
-    next_due: float  # wall time of the next read (same as now when read every scan)
+    next_due: float  # monotonic time of the next read (same as now when read every scan)
 
 
 def estimate_full_seconds(resident_bytes: int, seconds_per_byte: float | None) -> float:
@@ -50,7 +50,9 @@ def estimate_full_seconds(resident_bytes: int, seconds_per_byte: float | None) -
 def plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
          seconds_per_byte: float | None, next_due: float, last_full: float,
          sampling: bool) -> Plan:
-    """Return which reader to use for a process this scan and when to read it next."""
+    """Return which reader to use for a process this scan and when to read it next.
+
+    ``now``, ``next_due`` and ``last_full`` are monotonic seconds, never wall time."""
     est = estimate_full_seconds(resident_bytes, seconds_per_byte)
     if sampling and policy.sample_above > 0 and est > policy.sample_above:
         full_due = policy.full_interval > 0 and (last_full <= 0  # never read in full

@@ -16,6 +16,7 @@ import structlog
 
 from numa_exporter.config import Config
 from numa_exporter.model.cadence import CadencePolicy, plan
+from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.drift import WarmupRule
 from numa_exporter.model.process_state import ProcessState, ProcessTable
 from numa_exporter.model.read_times import ReadTimeHistogram
@@ -83,6 +84,7 @@ class Scanner:
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.clock = clock
         self.wall = wall
+        self.steady = SteadyClock()
         self.stop_event = threading.Event()
         self.state = ScanState()
         self.table = ProcessTable(WarmupRule(config.warmup_age, config.warmup_scans,
@@ -157,7 +159,7 @@ class Scanner:
         samples.append(st.last)
         return True
 
-    def _process_scan(self, cands: list[Candidate], system: SystemSample, now: float,
+    def _process_scan(self, cands: list[Candidate], system: SystemSample, now: ScanTime,
                       states: dict[str, int], groups: list[ProcCgroup]
                       ) -> tuple[list[ProcessSample], list[int]]:
         """Return the samples served (read or kept) and the pids left for the next scan.
@@ -181,12 +183,13 @@ class Scanner:
                 pending.append(cand.pid)
                 states["kept" if self._keep(prev, samples) else "skipped"] += 1
                 continue
-            p = plan(policy, now=now, resident_bytes=cand.resident,
+            p = plan(policy, now=now.mono, resident_bytes=cand.resident,
                      seconds_per_byte=prev.full_seconds_per_byte if prev else None,
                      next_due=prev.next_due if prev else 0.0,
                      last_full=prev.last_full if prev else 0.0, sampling=sampling)
             if not p.read_now:
-                states["kept" if self._keep(prev, samples, p.next_due) else "skipped"] += 1
+                states["kept" if self._keep(prev, samples, now.wall_of(p.next_due))
+                       else "skipped"] += 1
                 continue
             # a read abandoned last time and first now runs to the end: progress is certain
             first_again = i == 0 and prev is not None and prev.abandoned > 0
@@ -232,8 +235,10 @@ class Scanner:
         """Return a new snapshot; never raises for bad input, unreadable or vanished files."""
         cfg = self.config
         wall = wall or self.wall
-        now = wall()  # one wall clock per scan: drift ages and cadence use this reading
         t0 = self.clock()
+        # one reading per scan: the cadence schedules on its monotonic part, drift ages on
+        # its steady part, timestamps are its wall part
+        now = self.steady.read(wall(), t0)
         states = new_states()
         system = self._read_system()
         samples: list[ProcessSample] = []
