@@ -36,7 +36,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     pf = family(PROCESS_DEVICE)
     for p in snap.processes:
         for u in p.accelerators:
-            pf.add_metric([str(p.pid), label_text(p.comm), label_text(u.device), str(u.node)], 1)
+            pf.add_metric([str(p.pid), p.comm, label_text(u.device), str(u.node)], 1)
     yield from (f, pf)
 
 

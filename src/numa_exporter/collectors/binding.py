@@ -8,7 +8,6 @@ from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
@@ -48,7 +47,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the binding families of the snapshot's processes."""
     mb, cb, mm = (family(s) for s in SPECS)
     for p in snap.processes:
-        lv = [str(p.pid), label_text(p.comm)]
+        lv = [str(p.pid), p.comm]  # comm is label text from its parser
         if p.memory_bound is not None:
             mb.add_metric(lv, int(p.memory_bound))
         if p.cpus_bound is not None:

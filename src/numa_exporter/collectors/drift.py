@@ -8,7 +8,6 @@ from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
@@ -41,7 +40,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     for p in snap.processes:
         if p.drift is None:
             continue
-        lv = [str(p.pid), label_text(p.comm)]
+        lv = [str(p.pid), p.comm]  # comm is label text from its parser
         if p.drift.baseline_remote_ratio is not None:
             base.add_metric(lv, p.drift.baseline_remote_ratio)
             change.add_metric(lv, p.locality.remote_ratio - p.drift.baseline_remote_ratio)

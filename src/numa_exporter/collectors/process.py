@@ -9,7 +9,6 @@ from prometheus_client.core import Metric
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import format_cpulist
-from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
@@ -89,7 +88,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err = (
         family(s) for s in SPECS)
     for p in snap.processes:
-        lv = [str(p.pid), label_text(p.comm)]
+        lv = [str(p.pid), p.comm]  # comm is label text from its parser
         for (node, kind), b in sorted(p.memory.items()):
             mem.add_metric([*lv, str(node), kind.value], b)
         for policy, b in sorted(p.policy_bytes.items()):
