@@ -50,6 +50,28 @@ def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter
     return status
 
 
+def read_live_thread(files: ProcessFiles, min_resident: int, errors: ErrorReporter
+                     ) -> tuple[ProcessFiles, PidStatus | None] | None:
+    """Return a process whose main thread exited (leader a zombie, its status without
+    VmRSS) as the files read through its first live thread with memory, and that thread's
+    status (None when below ``min_resident``); None when no thread holds memory (the whole
+    process is exiting). Threads that exit meanwhile are passed over; raises the
+    SourceError of listing the threads."""
+    for tid in files.tids():
+        if tid == files.pid:
+            continue
+        via = files.through(tid)
+        try:
+            status = read_status(via, min_resident, errors)
+        except Gone:
+            continue
+        if status is None:
+            return via, None
+        if status.vm_rss is not None:
+            return via, status
+    return None
+
+
 def read_stat(files: ProcessFiles, errors: ErrorReporter) -> PidStat | None:
     """Return the parsed stat (None when malformed, reported); raises the read's SourceError."""
     stat = parse_pid_stat(files.stat())

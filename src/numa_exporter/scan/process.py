@@ -231,7 +231,7 @@ class ProcessReader:
         if not self.config.enabled("accelerator"):
             return ()
         try:
-            return self.accel.uses(cand.pid, found)
+            return self.accel.uses(cand.pid, found, cand.files.via)
         except Gone:
             raise
         except SourceError as err:

@@ -7,6 +7,7 @@ read of one process, in stages, ``scan/process.py``.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,12 @@ from numa_exporter.readers.accelerator_use import AcceleratorMap
 from numa_exporter.readers.accelerators import AcceleratorSource
 from numa_exporter.readers.cgroups import read_cgroups
 from numa_exporter.readers.error_report import ErrorReporter
-from numa_exporter.readers.process_files import read_numa_maps, read_status
+from numa_exporter.readers.process_files import (
+    read_live_thread,
+    read_numa_maps,
+    read_stat,
+    read_status,
+)
 from numa_exporter.readers.system import read_system, read_topology
 from numa_exporter.scan.process import (
     Abandoned,
@@ -137,7 +143,16 @@ class Scanner:
         system = self._read_system()
         files = self.proc.process(pid)
         status = read_status(files, 0, self.errors)
-        if status is None or status.vm_rss is None:
+        if status is not None and status.vm_rss is None:  # kernel thread or zombie leader
+            stat = read_stat(files, self.errors)
+            if stat is None or stat.kernel_thread:
+                return None, system
+            found = read_live_thread(files, 0, self.errors)
+            if found is None:
+                raise Gone("task", f"{files.path}/task",
+                           OSError(errno.ESRCH, "every thread has exited"))
+            files, status = found
+        if status is None:
             return None, system
         return self.reader.read(Candidate(pid, status, files), system), system
 

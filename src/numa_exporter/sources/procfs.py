@@ -75,15 +75,33 @@ class ProcFS:
 
 
 class ProcessFiles:
-    """Files of one process (``/proc/<pid>``); every read raises a classified SourceError."""
+    """Files of one process (``/proc/<pid>``); every read raises a classified SourceError.
 
-    def __init__(self, path: Path, pid: int) -> None:
+    A process whose main thread has exited (its leader a zombie: ``status`` without VmRSS,
+    an empty ``numa_maps``) is read through one of its live threads: ``through(tid)`` returns
+    the files whose memory-wide reads (status, numa_maps, maps, cmdline, cgroup, fds) come
+    from ``task/<tid>/``, while its identity (stat) and thread list stay the process's.
+    """
+
+    def __init__(self, path: Path, pid: int, via: int | None = None) -> None:
         self.path = path
         self.pid = pid
+        self.via = via  # the live thread read for a zombie leader, else None
+        self._mm = path if via is None else path / "task" / str(via)
+
+    def through(self, tid: int) -> ProcessFiles:
+        """Return these files read through the live thread ``tid`` (see the class)."""
+        return ProcessFiles(self.path, self.pid, tid)
+
+    @property
+    def mm_pid(self) -> int:
+        """Return the id that names the process's memory to system calls (move_pages):
+        the live thread's for a zombie leader, whose own task has no memory left."""
+        return self.pid if self.via is None else self.via
 
     def status(self) -> bytes:
         """Return the bytes of status."""
-        return read_small(self.path / "status", "status")
+        return read_small(self._mm / "status", "status")
 
     def stat(self) -> bytes:
         """Return the bytes of stat."""
@@ -91,11 +109,11 @@ class ProcessFiles:
 
     def cmdline(self) -> bytes:
         """Return the bytes of cmdline (NUL-separated)."""
-        return read_small(self.path / "cmdline", "cmdline")
+        return read_small(self._mm / "cmdline", "cmdline")
 
     def cgroup(self) -> bytes:
         """Return the bytes of cgroup."""
-        return read_small(self.path / "cgroup", "cgroup")
+        return read_small(self._mm / "cgroup", "cgroup")
 
     def numa_maps(self) -> Iterator[bytes]:
         """Yield the text of numa_maps in chunks as the kernel produces it (walks page tables).
@@ -119,13 +137,13 @@ class ProcessFiles:
         partial tree), Gone when the process is gone.
         """
         try:
-            return open_device_files(self.path.parent, self.pid, stat_rdev=stat_rdev)
+            return open_device_files(self._mm.parent, self.mm_pid, stat_rdev=stat_rdev)
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
     def _stream(self, name: str) -> Iterator[bytes]:
         try:
-            yield from stream_chunks(self.path / name, name)
+            yield from stream_chunks(self._mm / name, name)
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
