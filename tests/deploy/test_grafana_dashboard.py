@@ -36,7 +36,7 @@ def test_template_variables() -> None:
     inst, proc = variables["instance"], variables["process"]
     assert inst["definition"] == "label_values(numa_process_remote_memory_ratio, instance)"
     assert proc["definition"] == (
-        'label_values(numa_process_remote_memory_ratio{instance=~"$instance"}, comm)')
+        'label_values(numa_process_info{instance=~"$instance"}, comm)')
     for v in (inst, proc):
         assert v["type"] == "query" and v["datasource"] == DS_REF
         assert v["query"]["query"] == v["definition"]
@@ -89,15 +89,28 @@ def test_every_expression_is_filtered_by_instance_and_nothing_is_hard_coded() ->
 NOT_PER_PROCESS = {"Slowest processes to read"}
 
 
+JOIN = ('* on (instance, job, pid) group_left (comm) '
+        'numa_process_info{instance=~"$instance", comm=~"$process"}')
+
+
 def test_process_panels_filter_by_process() -> None:
+    """Per-process series carry pid only: each per-process query joins comm back from
+    numa_process_info, which is the one selector filtered by $process."""
     checked = 0
     for p, t in panel_targets(dashboard()):
         if p["title"] in NOT_PER_PROCESS:
             continue
-        for sel in re.findall(r"(?<![\w:])(?:numa_process_\w+|process:[\w:]+)\{([^}]*)\}",
-                              t["expr"]):
-            assert 'comm=~"$process"' in sel, f"{p['title']}: {{{sel}}}"
-            checked += 1
+        expr = t["expr"]
+        sels = re.findall(r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", expr)
+        if not sels:
+            continue
+        assert JOIN in expr, f"{p['title']}: {expr}"
+        for name, sel in sels:
+            if name == "numa_process_info":
+                assert 'comm=~"$process"' in sel, f"{p['title']}: {{{sel}}}"
+            else:
+                assert "comm" not in sel, f"{p['title']}: {name}{{{sel}}}"
+                checked += 1
     assert checked >= 10
 
 

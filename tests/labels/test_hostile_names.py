@@ -72,8 +72,8 @@ def test_hostile_comm_and_cgroup_name_give_valid_utf8_labels(tmp_path: Path) -> 
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, config))
     text = generate_latest(reg).decode("utf-8")  # old code: UnicodeEncodeError here
-    ratio = values(text, "numa_process_remote_memory_ratio", pid=PID)
-    assert [lab["comm"] for lab, _ in ratio] == [COMM]
+    info = values(text, "numa_process_info", pid=PID)
+    assert [lab["comm"] for lab, _ in info] == [COMM]
     mem = values(text, "numa_cgroup_memory_bytes", cgroup=CG_LABEL)
     assert {(lab["node"], lab["kind"], v) for lab, v in mem} >= {
         ("0", "anon", 4096.0), ("1", "anon", 8192.0)}
@@ -120,7 +120,8 @@ def test_real_process_with_non_utf8_name_is_scraped(start_daemon: StartDaemon) -
                 break
             d.wait_scans(1)
         assert found, "the process with a non-UTF-8 name is not exported"
-        assert {lab["comm"] for lab, _ in found} == {marked("bad\\xff\\xfe", b"bad\xff\xfe")}
+        info = values(text, "numa_process_info", pid=str(child.pid))
+        assert {lab["comm"] for lab, _ in info} == {marked("bad\\xff\\xfe", b"bad\xff\xfe")}
         assert sum(v for _, v in found) >= 80 << 20
     finally:
         child.kill()
@@ -220,7 +221,7 @@ def test_names_merged_by_cleaning_stay_apart_and_openmetrics_parses(tmp_path: Pa
     assert sorted(mem.values()) == [(i + 1) * 4096.0 for i in range(len(COLLIDING_CGROUPS))]
     assert "/rt\\x01dup" in mem and "/rtdup" in mem  # names without escapes are themselves
     comms = {s.labels["pid"]: s.labels["comm"]
-             for s in families["numa_process_remote_memory_ratio"].samples}
+             for s in families["numa_process_info"].samples}
     assert len({comms[pid] for pid in COLLIDING_COMMS}) == len(COLLIDING_COMMS)
     assert comms["161"] == "rt\\x01dup"
     text = generate_latest(reg).decode("utf-8")

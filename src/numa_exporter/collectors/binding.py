@@ -12,7 +12,7 @@ from numa_exporter.model.snapshot import Snapshot
 from .base import CollectorDef
 from .families import family
 
-P = ("pid", "comm")
+P = ("pid",)  # comm is on numa_process_info: a rename mints no series here
 
 # Every reason numa_process_binding_mismatch may carry, and what it means.
 REASONS = {
@@ -47,7 +47,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the binding families of the snapshot's processes."""
     mb, cb, mm = (family(s) for s in SPECS)
     for p in snap.processes:
-        lv = [str(p.pid), p.comm]  # comm is label text from its parser
+        lv = [str(p.pid)]
         if p.memory_bound is not None:
             mb.add_metric(lv, int(p.memory_bound))
         if p.cpus_bound is not None:
