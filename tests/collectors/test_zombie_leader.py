@@ -82,6 +82,20 @@ def test_kernel_thread_is_known_by_pf_kthread_not_by_missing_fields(tmp_path: Pa
     assert sum(snap.stats.states.values()) == sum(base.stats.states.values()) - 1
 
 
+@pytest.mark.parametrize("line", [b"Kthread:\t0\n", b""])
+def test_status_kthread_line_is_taken_when_present(tmp_path: Path, line: bytes) -> None:
+    """Kernels since 6.x print PF_KTHREAD in status (Kthread: 0/1): no stat read needed.
+    With Kthread: 0 or without the line, the zombie leader is read through its thread."""
+    root, _ = _zombie_leader_root(tmp_path)
+    st = root / "proc" / str(PID) / "status"
+    st.write_bytes(st.read_bytes().replace(b"Threads:", line + b"Threads:"))
+    snap = Scanner(_config(root)).scan()
+    assert PID in {p.pid for p in snap.processes}
+    st.write_bytes(st.read_bytes().replace(line + b"Threads:", b"Kthread:\t1\nThreads:"))
+    snap = Scanner(_config(root)).scan()
+    assert PID not in {p.pid for p in snap.processes}  # the kernel says kernel thread
+
+
 def test_inspect_reads_a_zombie_leader(tmp_path: Path) -> None:
     root, _ = _zombie_leader_root(tmp_path)
     r = subprocess.run([sys.executable, "-m", "numa_exporter", "inspect", str(PID), "--json",

@@ -144,6 +144,8 @@ class Scanner:
         files = self.proc.process(pid)
         status = read_status(files, 0, self.errors)
         if status is not None and status.vm_rss is None:  # kernel thread or zombie leader
+            if status.kthread:
+                return None, system
             stat = read_stat(files, self.errors)
             if stat is None or stat.kernel_thread:
                 return None, system

@@ -88,6 +88,8 @@ def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
         states["skipped"] += 1  # the common case: decided from two lines
         return None
     if status.vm_rss is None:  # a kernel thread, or a process whose main thread exited
+        if status.kthread:  # the kernel says so in status (PF_KTHREAD): no stat read
+            return None
         try:
             return _without_leader(files, pid, config, errors, states)
         except Gone:
