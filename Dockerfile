@@ -16,10 +16,18 @@
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
-# --- builder: the project's wheel ------------------------------------------------------
+# --- builder: the project's wheel, with the compiled numa_maps scanner --------------------
 FROM ${PYTHON_IMAGE} AS builder
+# gcc and the C library's headers compile the scanner (the python image carries Python's own
+# headers). NUMA_EXPORTER_REQUIRE_COMPILED=1 makes setup.py fail the build when it cannot be
+# compiled, instead of shipping the pure-Python fallback. Only this stage has a compiler.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+ENV NUMA_EXPORTER_REQUIRE_COMPILED=1
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml setup.py README.md LICENSE ./
 COPY src/ src/
 RUN pip wheel --no-cache-dir --no-deps --wheel-dir /dist .
 

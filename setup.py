@@ -1,6 +1,15 @@
-"""Optional compiled numa_maps scanner; without a C compiler the pure-Python one is used."""
+"""Optional compiled numa_maps scanner; without a C compiler the pure-Python one is used.
+
+With NUMA_EXPORTER_REQUIRE_COMPILED=1 in the environment the scanner is required: a build
+that cannot compile it fails instead of falling back to the slower pure-Python scanner (the
+container image's builder stage sets it, so that the image always ships the compiled one).
+"""
+
+import os
 
 from setuptools import Extension, setup
+
+REQUIRED = os.environ.get("NUMA_EXPORTER_REQUIRE_COMPILED") == "1"
 
 setup(
     ext_modules=[
@@ -8,7 +17,7 @@ setup(
             "numa_exporter.parsers._numa_maps_fast",
             ["src/numa_exporter/parsers/_numa_maps_fast.c"],
             extra_compile_args=["-O2"],
-            optional=True,
+            optional=not REQUIRED,
         )
     ]
 )

@@ -1,7 +1,11 @@
-"""``python -m benchmarks``: see benchmarks/README.md."""
+"""``python -m benchmarks [daemon|interference|sampled] ...``: see benchmarks/README.md."""
 
 import sys
 
-from benchmarks.run import main
+from benchmarks import daemon, interference, run, sampled
 
-sys.exit(main())
+COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main}
+
+if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+    sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))
+sys.exit(run.main())

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from numa_exporter.parsers.numa_maps import COMPILED, parse_numa_maps
@@ -74,22 +74,27 @@ def exporter(pid: int, compiled: bool | None = None, maps: bool = True,
     return run
 
 
+def load_module(ref: str, name: str) -> types.ModuleType | None:
+    """Return the parser module ``name`` as it was at git ``ref`` (exec'd from ``git show``),
+    or None where the ref or the file is missing."""
+    try:
+        src = subprocess.run(
+            ["git", "-C", str(REPO), "show", f"{ref}:src/numa_exporter/parsers/{name}.py"],
+            capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    mod = types.ModuleType(f"{name}_at_{ref.replace('/', '_')}")
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    exec(compile(src, f"{ref}:{name}.py", "exec"), mod.__dict__)
+    return mod
+
+
 def load_baseline(ref: str) -> tuple[types.ModuleType, types.ModuleType] | None:
     """Return ``ref``'s numa_maps and pid_sched parser modules read from git, or None."""
-    mods = []
-    for name in ("numa_maps", "pid_sched"):
-        try:
-            src = subprocess.run(
-                ["git", "-C", str(REPO), "show", f"{ref}:src/numa_exporter/parsers/{name}.py"],
-                capture_output=True, check=True).stdout
-        except (OSError, subprocess.CalledProcessError):
-            return None
-        mod = types.ModuleType(f"baseline_{name}")
-        mod.__dict__["__name__"] = f"baseline_{name}"
-        sys.modules[mod.__name__] = mod  # dataclasses look their module up
-        exec(compile(src, f"{ref}:{name}.py", "exec"), mod.__dict__)
-        mods.append(mod)
-    return mods[0], mods[1]
+    numa_maps, pid_sched = load_module(ref, "numa_maps"), load_module(ref, "pid_sched")
+    if numa_maps is None or pid_sched is None:
+        return None
+    return numa_maps, pid_sched
 
 
 def baseline(pid: int, mods: tuple[types.ModuleType, types.ModuleType]) -> Contender:
@@ -101,7 +106,7 @@ def baseline(pid: int, mods: tuple[types.ModuleType, types.ModuleType]) -> Conte
     files = ProcFS(Path("/proc")).process(pid)
     path = files.path / "numa_maps"
 
-    def lines():  # type: ignore[no-untyped-def]
+    def lines() -> Iterator[bytes]:
         with open(path, "rb", buffering=64 << 10) as fh:
             while line := fh.readline(1 << 20):
                 yield line

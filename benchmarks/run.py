@@ -2,8 +2,10 @@
 
     .venv/bin/python -m benchmarks [--quick] [--rounds N] [--json PATH] [--baseline REF]
                                    [--cases a,b] [--no-daemon]
+    .venv/bin/python -m benchmarks daemon|interference|sampled ...   (see benchmarks/README.md)
 
-Per target process, each round runs every contender once in a fresh random order, and the
+Per target process, each round (benchmarks/rounds.py) runs every contender once in a fresh
+random order, and the
 ratios are taken within the round (exporter / raw of the same round), so a slow moment of the
 machine hits both sides of a ratio. Reported: the median of each contender's times and the
 median and min-max of each ratio over the rounds.
@@ -12,6 +14,7 @@ median and min-max of each ratio over the rounds.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import random
@@ -22,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import contenders as C
-from benchmarks.daemon import run_daemon_case
+from benchmarks.daemon import run_fleet_case
+from benchmarks.rounds import fmt_spread, paired_ratios, spread, timed_rounds, wall
 from benchmarks.targets import (
     ensure_map_count,
     restore_map_count,
@@ -54,12 +58,6 @@ RATIOS = [(a, b) for a in ("exporter", "exporter_python", "baseline")
           for b in ("raw", "numastat")]
 
 
-def _time(fn: C.Contender) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
-
-
 def bench_case(case: Case, rounds: int, baseline_mods: object, seed: int) -> dict[str, object]:
     """Return per-contender times and per-round ratios for one target."""
     old_count = None
@@ -71,22 +69,11 @@ def bench_case(case: Case, rounds: int, baseline_mods: object, seed: int) -> dic
         restore_map_count(old_count)  # the target holds its mappings; the limit goes back
     try:
         cs = C.contenders(target.pid, case.threads, baseline_mods)  # type: ignore[arg-type]
-        for fn in cs.values():  # warm caches and code paths once
-            fn()
-        rng = random.Random(seed)
-        times: dict[str, list[float]] = {k: [] for k in cs}
-        order = list(cs)
-        for _ in range(rounds):
-            rng.shuffle(order)
-            for name in order:
-                times[name].append(_time(cs[name]))
+        times = timed_rounds({k: wall(fn) for k, fn in cs.items()}, rounds, seed).values
         maps = C.exporter(target.pid, threads=False)()
     finally:
         target.close()
-    ratios: dict[str, list[float]] = {}
-    for a, b in RATIOS:
-        if a in times and b in times:
-            ratios[f"{a}/{b}"] = [x / y for x, y in zip(times[a], times[b], strict=True)]
+    ratios = paired_ratios(times, RATIOS)
     n_threads = case.threads
     out: dict[str, object] = {
         "case": case.name, "threads": n_threads, "rounds": rounds,
@@ -94,8 +81,7 @@ def bench_case(case: Case, rounds: int, baseline_mods: object, seed: int) -> dic
         "resident_bytes": sum(getattr(maps, "bytes", {}).values()),
         "times": times,
         "median_ms": {k: statistics.median(v) * 1e3 for k, v in times.items()},
-        "ratios": {k: {"median": statistics.median(v), "min": min(v), "max": max(v)}
-                   for k, v in ratios.items()},
+        "ratios": {k: spread(v) for k, v in ratios.items()},
     }
     if n_threads > 1:
         out["per_thread_us"] = {
@@ -127,41 +113,39 @@ def synthetic_numa_maps(lines: int, distinct: bool, seed: int = 7) -> bytes:
     return b"".join(out)
 
 
+# The regex parser numa_maps had before its grammar was made bounded (git log -S _LINE_RE):
+# what the pure-Python scanner is held against on distinct lines.
+REGEX_PARSER_REF = "780b2be"
+
+
 def bench_parse(rounds: int, baseline_mods: object, seed: int) -> list[dict[str, object]]:
     """Return the parse alone (no kernel read) of 100,000 lines held in memory."""
     from numa_exporter.parsers.numa_maps import parse_numa_maps
 
-    results = []
+    regex = C.load_module(REGEX_PARSER_REF, "numa_maps")
+    results: list[dict[str, object]] = []
     for distinct in (False, True):
         text = synthetic_numa_maps(100_000, distinct)
         chunks = [text[i : i + 4096] for i in range(0, len(text), 4096)]
         lines = text.splitlines(keepends=True)
         cs: dict[str, C.Contender] = {
-            "exporter_python": lambda c=chunks: parse_numa_maps(c, compiled=False)}
+            "exporter_python": functools.partial(parse_numa_maps, chunks, compiled=False)}
         if COMPILED:
-            cs["exporter"] = lambda c=chunks: parse_numa_maps(c, compiled=True)
+            cs["exporter"] = functools.partial(parse_numa_maps, chunks, compiled=True)
         if baseline_mods is not None:
-            old = baseline_mods[0]  # type: ignore[index]
-            cs["baseline"] = lambda m=old, x=lines: m.parse_numa_maps(x)
-        rng = random.Random(seed)
-        times: dict[str, list[float]] = {k: [] for k in cs}
-        order = list(cs)
-        for _ in range(rounds):
-            rng.shuffle(order)
-            for name in order:
-                times[name].append(_time(cs[name]))
+            cs["baseline"] = functools.partial(
+                baseline_mods[0].parse_numa_maps, lines)  # type: ignore[index]
+        if regex is not None:
+            cs["regex"] = functools.partial(regex.parse_numa_maps, lines)
+        times = timed_rounds({k: wall(fn) for k, fn in cs.items()}, rounds, seed).values
         results.append({
             "case": f"parse-100k-{'distinct' if distinct else 'alike'}-lines",
             "median_ms": {k: statistics.median(v) * 1e3 for k, v in times.items()},
+            "ratios": {k: spread(v) for k, v in paired_ratios(
+                times, [("exporter_python", "regex"), ("exporter_python", "baseline")]).items()},
             "times": times,
         })
     return results
-
-
-def _fmt_ratio(r: dict[str, float] | None) -> str:
-    if r is None:
-        return "-"
-    return f"{r['median']:.2f} [{r['min']:.2f}-{r['max']:.2f}]"
 
 
 def print_table(results: list[dict[str, object]], daemon: list[dict[str, object]],
@@ -176,7 +160,7 @@ def print_table(results: list[dict[str, object]], daemon: list[dict[str, object]
         rat = r["ratios"]
         assert isinstance(med, dict) and isinstance(rat, dict)
         cells = [f"{med[c]:.1f}" if c in med else "-" for c in cols]
-        rcells = [_fmt_ratio(rat.get(f"{a}/{b}")) for a, b in RATIOS]
+        rcells = [fmt_spread(rat.get(f"{a}/{b}")) for a, b in RATIOS]
         res = int(str(r["resident_bytes"])) / 2**20
         print(f"| {r['case']} | {r['mappings']} | {res:.0f} | " + " | ".join(cells) + " | "
               + " | ".join(rcells) + " |")
@@ -187,23 +171,25 @@ def print_table(results: list[dict[str, object]], daemon: list[dict[str, object]
             print(f"\n{r['case']}: per thread {pt.get('threads_warm', 0):.1f} us (steady state),"
                   f" {pt.get('threads_cold', 0):.1f} us (first scan)")
     if parse:
-        print("\n| parse only, in memory | exporter ms | exporter_python ms | baseline ms |")
-        print("|---|---|---|---|")
+        print("\n| parse only, in memory | exporter ms | exporter_python ms | baseline ms | "
+              f"regex ms ({REGEX_PARSER_REF}) | exporter_python/regex |")
+        print("|---|---|---|---|---|---|")
         for r in parse:
-            med = r["median_ms"]
-            assert isinstance(med, dict)
+            med, rat = r["median_ms"], r["ratios"]
+            assert isinstance(med, dict) and isinstance(rat, dict)
             cells = [f"{med[c]:.1f}" if c in med else "-"
-                     for c in ("exporter", "exporter_python", "baseline")]
-            print(f"| {r['case']} | " + " | ".join(cells) + " |")
+                     for c in ("exporter", "exporter_python", "baseline", "regex")]
+            print(f"| {r['case']} | " + " | ".join(cells) + " | "
+                  + fmt_spread(rat.get("exporter_python/regex")) + " |")
     if daemon:
-        print("\n| processes | scanned | CPU s/scan | scan s | RSS MiB | scrape ms median | "
-              "scrape ms p99 | series |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n| processes | scanned | CPU s/scan | scan s | RSS MiB | threads | fds | "
+              "scrape ms median | scrape ms p99 | series |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for d in daemon:
             cpu = float(str(d["cpu_seconds_per_scan"]))
             print(f"| {d['processes']} | {d['scanned']} | {cpu:.3f}"
                   f" | {float(str(d['scan_seconds_median'])):.3f}"
-                  f" | {int(str(d['rss_bytes'])) / 2**20:.0f}"
+                  f" | {int(str(d['rss_bytes'])) / 2**20:.0f} | {d['threads']} | {d['fds']}"
                   f" | {float(str(d['scrape_seconds_median'])) * 1e3:.1f}"
                   f" | {float(str(d['scrape_seconds_p99'])) * 1e3:.1f} | {d['series']} |")
 
@@ -247,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                  .split(",")]
         for n in sizes:
             print(f"daemon with {n} processes...", file=sys.stderr, flush=True)
-            daemon.append(run_daemon_case(n, 70, interval=2.0, scans=4 if ns.quick else 8,
+            daemon.append(run_fleet_case(n, 70, interval=2.0, scans=4 if ns.quick else 8,
                                           scrapes=30 if ns.quick else 100))
     meta = {"python": sys.version.split()[0], "kernel": platform.release(),
             "machine": platform.machine(), "compiled_scanner": COMPILED,

@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Benchmark: sampled placement (maps + move_pages) against the full numa_maps read.
 
-    .venv/bin/python benchmarks/sampled.py [--sizes 4,16] [--rounds 30] [--window 0.25]
-                                           [--out benchmarks/results/sampled.json]
-                                           [--reader-fifo] [--no-idle] [--batch N]
-                                           [--pause-ms MS]
+    .venv/bin/python -m benchmarks sampled [--sizes 4,16] [--rounds 30] [--window 0.25]
+                                       [--out benchmarks/results/sampled.json]
+                                       [--reader-fifo] [--no-idle] [--batch N]
+                                       [--pause-ms MS]
 
-For each size a target process maps that many GiB of anonymous memory in 4 KiB pages
-(MADV_NOHUGEPAGE, every page written) and then loops mmap/write/munmap of a 64 KiB region,
-recording each iteration's latency; mmap and munmap need the target's mmap lock for writing,
-so they stall while a reader holds it. Each round runs three conditions in an order shuffled
-per round, each in a window of at least ``--window`` s (a longer read extends its window):
+For each size the latency target of benchmarks/targets.py maps that many GiB of anonymous
+memory in 4 KiB pages (MADV_NOHUGEPAGE, every page written) and then loops mmap/write/munmap
+of a 64 KiB region, recording each iteration's latency; mmap and munmap need the target's
+mmap lock for writing, so they stall while a reader holds it. Each round runs three
+conditions in an order shuffled per round (benchmarks/rounds.py), each in a window of at
+least ``--window`` s (a longer read extends its window):
 
   alone    nothing reads the target
   sampled  status + maps + move_pages estimate (numa_exporter.readers.sampled_placement)
@@ -23,19 +24,18 @@ rounds, and of the paired per-round ratios (sampled/alone, full/alone worst late
 sampled read time). A size whose memory is not available (``free``'s available minus 2 GiB) is
 replaced by the largest of 16, 8, 4 GiB that fits, and the report says so. The target and
 the reader are pinned to different CPUs. "net" latencies subtract the target's own run-queue
-wait (``/proc/thread-self/schedstat``), leaving lock waits and wake-ups. Standalone: needs
-only this repository's package.
+wait (``/proc/thread-self/schedstat``), leaving lock waits and wake-ups. Run from the
+repository root.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
 import random
-import select
-import statistics
 import subprocess
 import sys
 import time
@@ -43,6 +43,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.rounds import spread, timed_rounds
+from benchmarks.targets import Target, available_bytes, start_target
 from numa_exporter.parsers.numa_maps import Kind, parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
 from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
@@ -55,122 +57,9 @@ NO_IDLE = False  # --no-idle
 CPUS = frozenset(os.sched_getaffinity(0))  # before any pinning, for every size alike
 MOVE_PAGES: MovePages | None = None  # --batch / --pause-ms; None: the reader's default
 
-TARGET = r"""
-import array, gc, mmap, os, sys, time
-gc.disable()
-size = int(sys.argv[1]) << 30
-page = os.sysconf("SC_PAGE_SIZE")
-big = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-big.madvise(mmap.MADV_NOHUGEPAGE)
-try:
-    big.madvise(23)  # MADV_POPULATE_WRITE (Linux 5.14)
-except OSError:
-    for i in range(0, size, page):
-        big[i] = 1
-print("ready", flush=True)
-fd = sys.stdin.fileno()
-os.set_blocking(fd, False)
-sfd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-def run_delay():
-    return int(os.pread(sfd, 128, 0).split()[1])
-lat = array.array("Q")
-net = array.array("q")
-buf = b""
-clock = time.perf_counter_ns
-while True:
-    for _ in range(64):
-        d0 = run_delay()
-        t0 = clock()
-        m = mmap.mmap(-1, 65536)
-        m[0] = 1
-        m.close()
-        t1 = clock()
-        d1 = run_delay()
-        lat.append(t1 - t0)
-        net.append(t1 - t0 - (d1 - d0))
-    try:
-        data = os.read(fd, 4096)
-    except BlockingIOError:
-        continue
-    if not data:
-        break
-    buf += data
-    while b"\n" in buf:
-        cmd, _, buf = buf.partition(b"\n")
-        if cmd == b"start":
-            lat = array.array("Q")
-            net = array.array("q")
-            print("started", flush=True)
-        elif cmd == b"stop":
-            out = [len(lat)]
-            for a in (lat, net):
-                s = sorted(a)
-                out += [s[-1], s[int(len(s) * 0.99)]] if s else [0, 0]
-            print(*out, flush=True)
-            lat = array.array("Q")
-            net = array.array("q")
-"""
-
-
-class Target:
-    """The target process: ``window()`` brackets a measurement of its mmap/munmap latency."""
-
-    def __init__(self, gib: int, cpu: int | None = None) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", TARGET, str(gib)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        if cpu is not None:
-            os.sched_setaffinity(self.proc.pid, {cpu})
-        assert self.proc.stdout is not None and self.proc.stdin is not None
-        line = self.proc.stdout.readline()
-        if line.strip() != b"ready":
-            raise RuntimeError(f"target did not start: {line!r}")
-        self.pid = self.proc.pid
-
-    def _send(self, cmd: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(cmd + b"\n")
-        self.proc.stdin.flush()
-
-    def _line(self) -> bytes:
-        assert self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
-        if not ready:
-            raise RuntimeError("target did not answer")
-        return self.proc.stdout.readline()
-
-    def start(self) -> None:
-        """Begin a latency window; return once the target has begun it (so that a stall
-        caused right after is recorded inside the window, not wiped by its start)."""
-        self._send(b"start")
-        if self._line().strip() != b"started":
-            raise RuntimeError("target did not start a window")
-
-    def stop(self) -> dict[str, float]:
-        """End the window; return iterations and worst/p99 latency in ms, wall and net of
-        the time the target spent waiting for a CPU (its schedstat run_delay)."""
-        self._send(b"stop")
-        n, worst, p99, nworst, np99 = (int(x) for x in self._line().split())
-        return {"iterations": n, "worst_ms": worst / 1e6, "p99_ms": p99 / 1e6,
-                "net_worst_ms": nworst / 1e6, "net_p99_ms": np99 / 1e6}
-
-    def close(self) -> None:
-        """Stop the target."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=60)
-
-
-def available_gib() -> float:
-    """Return MemAvailable in GiB."""
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / (1 << 20)
-    return 0.0
-
-
 def pick_size(want: int) -> tuple[int, str | None]:
     """Return the size to use and a note when it is not ``want``."""
-    room = available_gib() - 2
+    room = available_bytes() / GiB - 2
     if want <= room:
         return want, None
     for alt in (16, 8, 4):
@@ -187,57 +76,64 @@ def share_error(est: dict[tuple[int, Kind], int], full: dict[tuple[int, Kind], i
                for k in set(est) | set(full))
 
 
-def one_round(t: Target, window: float, rng: random.Random,
-              seed: int) -> dict[str, dict[str, Any]]:
-    """Run the three conditions once each in a shuffled order; return their records."""
+Record = dict[str, Any]
+
+
+def _condition(t: Target, window: float, op: Callable[[], None] | None) -> Record:
+    """Run ``op`` (None: nothing) in a latency window of at least ``window`` s; return the
+    read's wall time and the target's latencies in the window."""
+    time.sleep(0.1)
+    t.start_window()
+    t0 = time.perf_counter()
+    if op is not None:
+        if FIFO:  # the reader cannot be preempted while it holds the target's lock
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        try:
+            op()
+        finally:
+            if FIFO:
+                os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+    read_s = time.perf_counter() - t0
+    rest = window - (time.perf_counter() - t0)
+    if rest > 0:
+        time.sleep(rest)
+    return {"read_ms": read_s * 1e3 if op else None, **t.stop_window()}
+
+
+def run_rounds(t: Target, window: float, rounds: int, seed: int) -> list[Record]:
+    """Run the three conditions once per round in an order shuffled per round (one unrecorded
+    warm-up round first); return per round the records of each condition, the sampled
+    estimate's error against the same round's full read, and the order."""
     pf = ProcFS(Path("/proc")).process(t.pid)
-    out: dict[str, dict[str, Any]] = {}
-    full_bytes: dict[tuple[int, Kind], int] = {}
-    est_bytes: dict[tuple[int, Kind], int] = {}
-    extra: dict[str, Any] = {}
+    full_bytes: list[dict[tuple[int, Kind], int]] = []
+    est_bytes: list[dict[tuple[int, Kind], int]] = []
+    extra: list[dict[str, int]] = []
 
     def sampled() -> None:
         st = parse_pid_status(pf.status())
-        est = read_sampled(pf, st, rng=random.Random(seed), move_pages=MOVE_PAGES)
-        est_bytes.update(est.bytes)
-        extra.update(samples=est.samples, resident_samples=est.resident_samples)
+        est = read_sampled(pf, st, rng=random.Random(seed + len(est_bytes)),
+                           move_pages=MOVE_PAGES)
+        est_bytes.append(dict(est.bytes))
+        extra.append({"samples": est.samples, "resident_samples": est.resident_samples})
 
     def full() -> None:
-        full_bytes.update(parse_numa_maps(pf.numa_maps()).bytes)
+        full_bytes.append(dict(parse_numa_maps(pf.numa_maps()).bytes))
 
     ops: dict[str, Callable[[], None] | None] = {"alone": None, "sampled": sampled,
                                                   "full": full}
-    order = list(ops)
-    rng.shuffle(order)
-    for name in order:
-        time.sleep(0.1)
-        t.start()
-        t0 = time.perf_counter()
-        op = ops[name]
-        if op is not None:
-            if FIFO:  # the reader cannot be preempted while it holds the target's lock
-                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-            try:
-                op()
-            finally:
-                if FIFO:
-                    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
-        read_s = time.perf_counter() - t0
-        rest = window - (time.perf_counter() - t0)
-        if rest > 0:
-            time.sleep(rest)
-        out[name] = {"read_ms": read_s * 1e3 if op else None, **t.stop()}
-    tot_full = sum(full_bytes.values())
-    out["sampled"].update(extra)
-    out["sampled"]["total_error"] = (sum(est_bytes.values()) - tot_full) / tot_full
-    out["sampled"]["share_error"] = share_error(est_bytes, full_bytes)
-    out["order"] = {"order": order}
-    return out
-
-
-def summary(vals: list[float]) -> dict[str, float]:
-    """Return median, min and max."""
-    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals)}
+    res = timed_rounds({name: functools.partial(_condition, t, window, op)
+                        for name, op in ops.items()}, rounds, seed)
+    recs = []
+    for r in range(rounds):  # the warm-up run of each is element 0 of the byte lists
+        rec: Record = {name: res.values[name][r] for name in ops}
+        full_r, est_r = full_bytes[r + 1], est_bytes[r + 1]
+        tot_full = sum(full_r.values())
+        rec["sampled"].update(extra[r + 1])
+        rec["sampled"]["total_error"] = (sum(est_r.values()) - tot_full) / tot_full
+        rec["sampled"]["share_error"] = share_error(est_r, full_r)
+        rec["order"] = {"order": res.orders[r]}
+        recs.append(rec)
+    return recs
 
 
 def bench_size(gib: int, rounds: int, window: float, seed: int) -> dict[str, Any]:
@@ -245,7 +141,7 @@ def bench_size(gib: int, rounds: int, window: float, seed: int) -> dict[str, Any
     t0 = time.perf_counter()
     cpus = sorted(CPUS)
     pin = len(cpus) >= 2
-    t = Target(gib, cpus[0] if pin else None)
+    t = start_target("4k", gib << 10, latency=True, cpu=cpus[0] if pin else None)
     spinner = None
     if NO_IDLE and pin:  # keep the target's CPU from idling (see --no-idle)
         spinner = subprocess.Popen([sys.executable, "-c", "import os\n"
@@ -255,12 +151,8 @@ def bench_size(gib: int, rounds: int, window: float, seed: int) -> dict[str, Any
     if pin:  # the reader on another CPU than the target
         os.sched_setaffinity(0, set(cpus[1:]))
     setup = time.perf_counter() - t0
-    rng = random.Random(seed)
-    recs = []
     try:
-        one_round(t, window, rng, seed)  # warm-up, not recorded
-        for r in range(rounds):
-            recs.append(one_round(t, window, rng, seed + r))
+        recs = run_rounds(t, window, rounds, seed)
     finally:
         t.close()
         if spinner is not None:
@@ -274,15 +166,15 @@ def bench_size(gib: int, rounds: int, window: float, seed: int) -> dict[str, Any
     s: dict[str, Any] = {}
     keys = ("worst_ms", "p99_ms", "net_worst_ms", "net_p99_ms")
     for cond in ("alone", "sampled", "full"):
-        s[cond] = {k: summary(col(cond, k)) for k in keys}
+        s[cond] = {k: spread(col(cond, k)) for k in keys}
         if cond != "alone":
-            s[cond]["read_ms"] = summary(col(cond, "read_ms"))
-    s["sampled"]["total_error"] = summary([abs(x) for x in col("sampled", "total_error")])
-    s["sampled"]["share_error"] = summary(col("sampled", "share_error"))
-    s["sampled"]["samples"] = summary(col("sampled", "samples"))
+            s[cond]["read_ms"] = spread(col(cond, "read_ms"))
+    s["sampled"]["total_error"] = spread([abs(x) for x in col("sampled", "total_error")])
+    s["sampled"]["share_error"] = spread(col("sampled", "share_error"))
+    s["sampled"]["samples"] = spread(col("sampled", "samples"))
 
     def paired(a: str, b: str, key: str) -> dict[str, float]:
-        return summary([rec[a][key] / max(rec[b][key], 1e-6) for rec in recs])
+        return spread([rec[a][key] / max(rec[b][key], 1e-6) for rec in recs])
 
     s["ratios"] = {
         "sampled_worst_over_alone": paired("sampled", "alone", "worst_ms"),
@@ -329,8 +221,9 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks sampled",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="4,16", help="target sizes in GiB, comma-separated")
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--window", type=float, default=0.25,
@@ -348,7 +241,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=MAX_BATCH, help="pages per move_pages call")
     ap.add_argument("--pause-ms", type=float, default=DEFAULT_PAUSE_S * 1e3,
                     help="least gap between two move_pages calls")
-    ns = ap.parse_args()
+    ns = ap.parse_args(argv)
     global FIFO, MOVE_PAGES, NO_IDLE
     FIFO = ns.reader_fifo
     NO_IDLE = ns.no_idle

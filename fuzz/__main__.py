@@ -16,7 +16,9 @@ from fuzz.targets import TARGETS, seeds
 
 PARSER_MODULES = (
     "numa_exporter.parsers._kv", "numa_exporter.parsers.text",
-    "numa_exporter.parsers.cpulist", "numa_exporter.parsers.memory_numa_stat",
+    "numa_exporter.parsers.cpulist", "numa_exporter.parsers.demotion_enabled",
+    "numa_exporter.parsers.memory_numa_stat", "numa_exporter.parsers.node_access",
+    "numa_exporter.parsers.osrelease",
     "numa_exporter.parsers.memory_stat", "numa_exporter.parsers.node_distance",
     "numa_exporter.parsers.node_meminfo", "numa_exporter.parsers.numa_balancing",
     "numa_exporter.parsers.numa_maps", "numa_exporter.parsers.pid_sched",

@@ -18,7 +18,8 @@ from pathlib import Path
 NR_CPUS = 8192
 MAX_NUMNODES = 1024
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
-SEED_DIRS = (FIXTURES / "realkernel", FIXTURES / "roots", FIXTURES / "cgroup")
+SEED_DIRS = (FIXTURES / "realkernel", FIXTURES / "roots", FIXTURES / "cgroup",
+             FIXTURES / "kubelet", FIXTURES / "sched")
 MAX_SEEDS = 300
 MAX_SEED_BYTES = 256 * 1024
 
@@ -79,6 +80,50 @@ def fuzz_pid_sched(data: bytes) -> None:
     assert r.current_node is None or 0 <= r.current_node < MAX_NUMNODES, r.current_node
     assert _nodes_ok(set(r.numa_faults)), sorted(r.numa_faults)[:3]
     assert all(v >= 0 for v in r.numa_faults.values())
+    assert r.numa_format in ("absent", "current", "legacy")
+    nodes = [ln.node for ln in r.fault_lines]
+    assert len(nodes) == len(set(nodes)) and _nodes_ok(set(nodes)), nodes[:3]
+    assert r.numa_faults == {ln.node: ln.task_total for ln in r.fault_lines}
+    for ln in r.fault_lines:
+        assert min(ln.task_private, ln.task_shared, ln.group_private, ln.group_shared) >= 0
+    assert r.numa_group_id is None or 0 <= r.numa_group_id <= 4 * 1024 * 1024
+    if r.numa_format != "current":  # absent, or legacy: refused whole
+        assert not r.fault_lines and r.current_node is None and r.numa_group_id is None
+    if r.numa_format == "legacy":
+        assert r.numa_pages_migrated is None
+
+
+def fuzz_osrelease(data: bytes) -> None:
+    from numa_exporter.parsers.osrelease import KernelRelease, parse_osrelease
+
+    r = parse_osrelease(data)
+    assert r is None or isinstance(r, KernelRelease)
+    if r is not None:
+        assert r.major >= 0 and r.minor >= 0 and (r.patch is None or r.patch >= 0)
+        assert 0 < len(r.text) <= 64 and r.text.isascii() and r.text.isprintable()
+        assert " " not in r.text
+
+
+def fuzz_demotion_enabled(data: bytes) -> None:
+    from numa_exporter.parsers.demotion_enabled import parse_demotion_enabled
+
+    r = parse_demotion_enabled(data)
+    assert r is None or isinstance(r, bool)
+    assert (r is None) == (data not in (b"true\n", b"false\n", b"true", b"false"))
+
+
+def fuzz_node_access(data: bytes) -> None:
+    from numa_exporter.parsers.node_access import ATTRIBUTES, NodeAccess, parse_node_access
+
+    # the same bytes as every attribute, and split at newlines as initiator entry names
+    names = data.decode("utf-8", "surrogateescape").split("\n")
+    r = parse_node_access(0, dict.fromkeys(ATTRIBUTES, data), names)
+    assert isinstance(r, NodeAccess) and r.error_count in (0, len(ATTRIBUTES))
+    assert _nodes_ok(set(r.initiators))
+    for v in (r.read_latency_seconds, r.write_latency_seconds):
+        assert v is None or 0 < v <= 4.3
+    for b in (r.read_bandwidth_bytes_per_second, r.write_bandwidth_bytes_per_second):
+        assert b is None or (0 < b < (1 << 52) and b % (1 << 20) == 0)
 
 
 def fuzz_pid_stat(data: bytes) -> None:
@@ -219,6 +264,84 @@ def fuzz_label_text(data: bytes) -> None:
     assert _is_safe_text(safe_text(s))
 
 
+def fuzz_kubepods_cgroup(data: bytes) -> None:
+    from numa_exporter.parsers.kubepods_cgroup import KubepodsCgroup, kubepods_of
+    from numa_exporter.parsers.proc_cgroup import parse_proc_cgroup
+
+    r = kubepods_of(parse_proc_cgroup(data))
+    assert r is None or isinstance(r, KubepodsCgroup)
+    if r is not None:
+        assert r.pod_uid.isascii() and len(r.pod_uid) in (32, 36), r
+        assert r.container_id == "" or (len(r.container_id) == 64
+                                        and r.container_id.isascii()), r
+        assert r.qos in ("Guaranteed", "Burstable", "BestEffort", "")
+        assert r.kind in ("container", "conmon", "pod", "other")
+        assert _is_safe_text(r.container_id_label)
+
+
+def _checkpoint_ok(version: str, checksum: str, error: str, count: int) -> None:
+    """A kubelet checkpoint parses to a version, or to one file-level error saying why."""
+    assert count >= 0
+    assert bool(version) or (error and count == 1), (version, error, count)
+    assert checksum in ("verified", "absent", "mismatch", "unverifiable", "")
+
+
+def fuzz_cpu_manager_state(data: bytes) -> None:
+    from numa_exporter.parsers.cpu_manager_state import CpuManagerState, parse_cpu_manager_state
+
+    r = parse_cpu_manager_state(data)
+    assert isinstance(r, CpuManagerState)
+    assert r.version in ("", "v1", "v2", "v3", "v4")
+    _checkpoint_ok(r.version, r.checksum, r.error, r.error_count)
+    assert _cpus_ok(r.default_cpus)
+    for cpus in [*r.containers.values(), *r.pods.values(), *r.by_container_id.values()]:
+        assert _cpus_ok(cpus)
+
+
+def fuzz_memory_manager_state(data: bytes) -> None:
+    from numa_exporter.parsers.memory_manager_state import (
+        MemoryManagerState,
+        parse_memory_manager_state,
+    )
+
+    r = parse_memory_manager_state(data)
+    assert isinstance(r, MemoryManagerState)
+    assert r.version in ("", "v1", "v2", "v3")
+    _checkpoint_ok(r.version, r.checksum, r.error, r.error_count)
+    assert _nodes_ok(r.machine_nodes)
+    for blocks in [*r.containers.values(), *r.pods.values()]:
+        for b in blocks:
+            assert _nodes_ok(b.nodes) and b.size >= 0
+
+
+def fuzz_kubelet_internal_checkpoint(data: bytes) -> None:
+    from numa_exporter.parsers.kubelet_internal_checkpoint import (
+        DeviceCheckpoint,
+        parse_kubelet_internal_checkpoint,
+    )
+
+    r = parse_kubelet_internal_checkpoint(data)
+    assert isinstance(r, DeviceCheckpoint)
+    assert r.version in ("", "v1", "v2")
+    _checkpoint_ok(r.version, r.checksum, r.error, r.error_count)
+    for e in r.entries:
+        assert all(-1 <= n < MAX_NUMNODES for n in e.devices), e
+        assert _nodes_ok(e.nodes)
+
+
+def fuzz_oci_config(data: bytes) -> None:
+    from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
+    from numa_exporter.parsers.pod_log_dir import parse_pod_log_dir
+
+    r = parse_oci_config(data)
+    assert isinstance(r, OciConfig) and r.error_count >= 0
+    assert r.runtime in ("", "containerd", "cri-o") and r.type in ("", "sandbox", "container")
+    for v in (r.namespace, r.pod, r.uid, r.container, r.sandbox_id):
+        assert v.isascii() and _is_safe_text(v) and "_" not in v, r
+    if r.namespace and r.pod and r.uid:
+        assert parse_pod_log_dir(f"{r.namespace}_{r.pod}_{r.uid}") is not None
+
+
 @dataclass(frozen=True)
 class Target:
     """A fuzz target: the function and the fixture file names that seed it."""
@@ -232,7 +355,11 @@ class Target:
 
 TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("numa_maps", fuzz_numa_maps, ("**/numa_maps",), runs=600),
-    Target("pid_sched", fuzz_pid_sched, ("**/sched",)),
+    Target("pid_sched", fuzz_pid_sched, ("**/sched", "*.sched")),
+    Target("osrelease", fuzz_osrelease, ("**/kernel/osrelease",)),
+    Target("demotion_enabled", fuzz_demotion_enabled, ("**/numa/demotion_enabled",)),
+    Target("node_access", fuzz_node_access, ("**/initiators/*_latency",
+                                             "**/initiators/*_bandwidth")),
     Target("pid_stat", fuzz_pid_stat, ("**/[0-9]*/stat",)),
     Target("pid_status", fuzz_pid_status, ("**/status",)),
     Target("cpulist", fuzz_cpulist, ("**/cpulist", "**/node/online", "**/node/possible",
@@ -248,6 +375,13 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("memory_numa_stat", fuzz_memory_numa_stat, ("**/memory.numa_stat",
                                                        "**/*memory.numa_stat")),
     Target("label_text", fuzz_label_text, ("**/comm",)),
+    Target("kubepods_cgroup", fuzz_kubepods_cgroup, ("*/proc/*/cgroup", "*.cgroup",
+                                                     "cgroup/proc/*")),
+    Target("cpu_manager_state", fuzz_cpu_manager_state, ("**/cpu_manager_state",)),
+    Target("memory_manager_state", fuzz_memory_manager_state, ("**/memory_manager_state",)),
+    Target("kubelet_internal_checkpoint", fuzz_kubelet_internal_checkpoint,
+           ("**/kubelet_internal_checkpoint",)),
+    Target("oci_config", fuzz_oci_config, ("**/config.json",)),
 )}
 
 

@@ -7,19 +7,22 @@ For ``--duration`` seconds it keeps long-lived workers (each on its own NUMA nod
 host has several and numactl is installed) whose threads start and exit all the time, spawns
 and kills short-lived workers, scrapes ``/metrics`` from several threads at once, and runs
 hostile clients (idle connections, a slow reader, garbage and HTTP/0.9 requests, clients that
-disconnect mid-response), every one with per-connection time-outs so the soak never hangs,
-and hostile local rounds (``tools/soak_rounds.py``: a log pipe whose reader exits, a signal
-storm, cgroups named alike after cleaning, a zombie leader, a process renaming itself).
-Traffic goes to 127.0.0.1 only; worker memory is bounded (at most 2 GiB in all).
+disconnect mid-response, a flood of distinct Accept headers, and a flood of wrong passwords
+against a second daemon that has basic auth on), every one with per-connection time-outs so
+the soak never hangs, and hostile local rounds (``tools/soak_rounds.py``: a log pipe whose
+reader exits, a signal storm, cgroups named alike after cleaning, a zombie leader, a process
+renaming itself). Traffic stays on 127.0.0.0/8; worker memory is bounded (at most 2 GiB
+in all).
 
 It reports scans, scrapes, failed scrapes, stale series (a worker alive before a scan started
 and after the scrape ended, yet missing from it: counted once per worker and scan), processes
 the daemon deferred for its scan budget (the daemon's default, two thirds of the interval,
 unless ``--scan-budget``; a deferred process keeps its last values in the exposition, so it
-still counts as present), counters that went backwards between scans,
-the daemon's RSS before and after, and each hostile-client check. Exit status 1 when failed
-scrapes, stale series or backward counters are not all 0 (``--strict-hostile``: or a hostile
-check failed).
+still counts as present), counters that went backwards between scans, what the daemon
+uses, measured from outside with psutil (RSS and open fds before and after, threads at the
+end, CPU time over the run and per scan), and each hostile-client check. Exit status 1 when
+failed scrapes, stale series or backward counters are not all 0 (``--strict-hostile``: or a
+hostile check failed).
 """
 
 from __future__ import annotations
@@ -43,14 +46,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import bcrypt
+import psutil
 from prometheus_client.parser import text_string_to_metric_families
 from tools import soak_rounds
+from tools.soak_floods import ATTACKERS, Flood, basic, cpu_seconds, scans_in, status_of
 
 HOST = "127.0.0.1"
 MAX_WORKER_MEMORY_MIB = 2048
 SCRAPE_TIMEOUT = 10.0
 WORKER_PREFIX = "soak-"
 HOSTILE_ROUND_S = 25.0  # the longest hostile check (slow reader: 20 s, plus its scrape)
+FLOOD_CLIENTS = 40  # threads of a flood round (from 8 loopback addresses)
+FLOOD_S = 8.0  # how long a flood round floods
+AUTH_USER, AUTH_PASSWORD = "prometheus", "soak-scraper"  # the auth daemon's cached scraper
+BCRYPT_COST = 10  # as the deployment guide's htpasswd -nBC 10
+# what Prometheus 3 sends by default (scrape_protocols)
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.5,"
+                     "application/openmetrics-text;version=0.0.1;q=0.4,"
+                     "text/plain;version=1.0.0;escaping=allow-utf-8;q=0.3,"
+                     "text/plain;version=0.0.4;q=0.2,*/*;q=0.1")
 
 # A worker: names itself, touches its memory, then keeps threads starting and exiting.
 WORKER = r"""
@@ -76,27 +91,41 @@ while time.monotonic() < deadline:
     time.sleep(0.02)
 """
 
-_TCP_STATES = {"01": "ESTABLISHED", "02": "SYN_SENT", "03": "SYN_RECV", "04": "FIN_WAIT1",
-               "05": "FIN_WAIT2", "06": "TIME_WAIT", "07": "CLOSE", "08": "CLOSE_WAIT",
-               "09": "LAST_ACK", "0A": "LISTEN", "0B": "CLOSING"}
-
-
 def _server_side_state(server_port: int, client_port: int) -> str | None:
-    """Return the TCP state of the server's end of a loopback connection (None: not found)."""
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            f = line.split()
-            if len(f) < 4:
-                continue
-            local, remote, state = f[1], f[2], f[3]
-            if (int(local.rsplit(":", 1)[1], 16) == server_port
-                    and int(remote.rsplit(":", 1)[1], 16) == client_port):
-                return _TCP_STATES.get(state, state)
+    """Return the TCP state of the server's end of a loopback connection (None: not found).
+
+    Every TCP socket on the host is looked at (psutil), also one the server has closed and
+    no longer holds an fd for (FIN_WAIT...), which still holds kernel memory.
+    """
+    try:
+        conns = psutil.net_connections("tcp")
+    except psutil.Error:
+        return None
+    for c in conns:
+        if c.laddr and c.raddr and c.laddr.port == server_port and c.raddr.port == client_port:
+            return str(c.status)
     return None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The daemon's resources at one moment, read from outside (psutil)."""
+
+    cpu_seconds: float = 0.0  # user + system so far
+    rss_bytes: int = 0
+    threads: int = 0
+    fds: int = 0
+
+
+def _usage(pid: int) -> Usage:
+    """Return what the process ``pid`` uses now (all 0 when it cannot be read)."""
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            t = p.cpu_times()
+            return Usage(t.user + t.system, p.memory_info().rss, p.num_threads(), p.num_fds())
+    except psutil.Error:
+        return Usage()
 
 
 @dataclass
@@ -140,6 +169,10 @@ class Report:
     workers_killed: int = 0
     rss_before_bytes: int = 0
     rss_after_bytes: int = 0
+    fds_before: int = 0
+    fds_after: int = 0
+    threads_after: int = 0
+    cpu_seconds: float = 0.0  # the daemon's CPU time from its first scan to the end
     scrape_seconds_p50: float = 0.0
     scrape_seconds_max: float = 0.0
     daemon_alive: bool = True
@@ -173,6 +206,10 @@ class Report:
             ("workers started / killed", f"{self.workers_started} / {self.workers_killed}"),
             ("daemon RSS before (MiB)", f"{self.rss_before_bytes / 2**20:.1f}"),
             ("daemon RSS after (MiB)", f"{self.rss_after_bytes / 2**20:.1f}"),
+            ("daemon fds before / after", f"{self.fds_before} / {self.fds_after}"),
+            ("daemon threads at end", str(self.threads_after)),
+            ("daemon CPU s (per scan)", f"{self.cpu_seconds:.2f} "
+                                        f"({self.cpu_seconds / max(self.scans, 1):.4f})"),
             ("scrape p50 / max (s)", f"{self.scrape_seconds_p50:.3f} / "
                                      f"{self.scrape_seconds_max:.3f}"),
             ("daemon alive at end", "yes" if self.daemon_alive else "NO"),
@@ -183,16 +220,6 @@ class Report:
         lines = [f"{k:<{w}}  {v}" for k, v in rows]
         lines += [f"failure: {f}" for f in self.failures]
         return "\n".join(lines)
-
-
-def _rss(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 def _online_nodes() -> list[int]:
@@ -245,9 +272,15 @@ class Soak:
         self.stop = threading.Event()
         self.daemon: subprocess.Popen[bytes] | None = None
         self.hostile_checks: tuple[str, ...] = ("_idle", "_http09", "_garbage",
-                                                "_slow_reader", "_disconnects")
+                                                "_slow_reader", "_disconnects",
+                                                "_accept_flood", "_auth_flood")
         # what a hostile local user can do (tools/soak_rounds.py): log sink, signals, names
         self.local_rounds: tuple[str, ...] = tuple(soak_rounds.ROUNDS)
+        # the auth flood's daemon: basic auth on, a fresh user for each round's right password
+        self.auth_port = _free_port()
+        self.auth_daemon: subprocess.Popen[bytes] | None = None
+        self.probes = [f"probe{i}" for i in range(min(64, int(duration / 10) + 2))]
+        self._flooding = threading.Lock()
         self._seq = 0
 
     # --- workers -------------------------------------------------------------------------
@@ -506,6 +539,112 @@ class Soak:
                             f"{'ok' if scrape else 'failed'}, daemon "
                             f"{'alive' if alive else 'exited'}")
 
+    def _flood_round(self, name: str, pid: int, port: int, heads: Callable[[int, int], str],
+                     probe: Callable[[], str], scans: Callable[[], float],
+                     flood: Flood) -> HostileCheck:
+        """Flood ``port`` with ``heads`` while ``probe`` (a legitimate client, returning what
+        it saw, '' when it failed) runs twice a second; report the answers, the scans the
+        daemon completed meanwhile and its CPU time. One flood at a time."""
+        with self._flooding:
+            return self._flood(name, pid, port, heads, probe, scans, flood)
+
+    def _flood(self, name: str, pid: int, port: int, heads: Callable[[int, int], str],
+               probe: Callable[[], str], scans: Callable[[], float],
+               flood: Flood) -> HostileCheck:
+        scans0, cpu0, t0 = scans(), cpu_seconds(pid), time.monotonic()
+        t = threading.Thread(target=flood.run,
+                             args=(port, heads, FLOOD_CLIENTS, FLOOD_S, self.stop))
+        t.start()
+        self.stop.wait(1.0)  # the flood under way: every client has sent and waits
+        seen: list[str] = []
+        while t.is_alive():
+            seen.append(probe())
+            self.stop.wait(0.5)
+        t.join()
+        secs = time.monotonic() - t0
+        done = scans() - scans0
+        cpu = (cpu_seconds(pid) - cpu0) / secs if secs > 0 else 0.0
+        fails = [x for x in seen if not x.startswith("ok")]
+        return HostileCheck(
+            name, bool(seen) and not fails and done > 0,
+            f"{FLOOD_CLIENTS} clients from {len(ATTACKERS)} addresses got {flood.summary()} "
+            f"in {secs:.1f}s; meanwhile {', '.join(dict.fromkeys(seen))} "
+            f"({len(seen) - len(fails)}/{len(seen)} ok); {done:.0f} scans at "
+            f"{self.scan_interval:g}s interval; daemon CPU {cpu:.0%} of a core")
+
+    def _accept_flood(self) -> HostileCheck:
+        """Distinct OpenMetrics versions (a quarter also name[] with gzip) from 40 clients:
+        Prometheus-like scrapes keep getting 200."""
+        assert self.daemon is not None
+
+        def heads(c: int, n: int) -> str:
+            query = "?name[]=numa_exporter_scans_total" if c % 4 == 0 else ""
+            return (f"GET /metrics{query} HTTP/1.1\r\nHost: x\r\n"
+                    f"Accept: application/openmetrics-text; version=1.{c}.{n}\r\n"
+                    f"Accept-Encoding: {'gzip' if c % 2 == 0 else 'identity'}\r\n")
+
+        def probe() -> str:
+            head = (f"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: {PROMETHEUS_ACCEPT}\r\n"
+                    "Accept-Encoding: gzip\r\n")
+            st = status_of(self.port, head, timeout=SCRAPE_TIMEOUT)
+            return "ok scrape" if st == 200 else f"scrape {st or 'no answer'}"
+
+        def scans() -> float:
+            try:
+                return scans_in(self._scrape()[1])
+            except Exception:
+                return 0.0
+
+        return self._flood_round("accept_header_flood", self.daemon.pid, self.port, heads,
+                                 probe, scans, Flood())
+
+    def _auth_flood(self) -> HostileCheck:
+        """Distinct wrong passwords from 40 clients at the daemon with basic auth: the
+        cached scraper keeps getting 200, and so does a right password never checked before
+        (a fresh user each round, sent once, after the flood began), with at most one of the
+        flood's checks per flooding address answered while it waits -- counted, not timed:
+        the server answering in arrival order makes it wait for all 40."""
+        assert self.auth_daemon is not None
+        salt = random.getrandbits(32)
+
+        def heads(c: int, n: int) -> str:
+            return (f"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                    f"{basic(AUTH_USER, f'wrong-{salt}-{c}-{n}')}\r\n")
+
+        with self.lock:
+            user = self.probes.pop(0) if self.probes else None
+        fresh: list[str] = []
+        flood = Flood()
+
+        def probe() -> str:
+            if user is not None and not fresh:
+                t, checked = time.monotonic(), flood.count(401)
+                st = status_of(self.auth_port, f"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                               f"Authorization: {basic(user, user)}\r\n",
+                               timeout=SCRAPE_TIMEOUT)
+                ahead = flood.count(401) - checked
+                fresh.append(f"{st or 'no answer'} after {time.monotonic() - t:.2f}s, "
+                             f"{ahead} flood checks answered meanwhile")
+                ok = st == 200 and ahead <= len(ATTACKERS)
+                return (f"ok uncached right password ({fresh[0]})" if ok
+                        else f"uncached right password: {fresh[0]}")
+            st = status_of(self.auth_port, f"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                           f"Authorization: {basic(AUTH_USER, AUTH_PASSWORD)}\r\n",
+                           timeout=SCRAPE_TIMEOUT)
+            return "ok cached scrape" if st == 200 else f"cached scrape {st or 'no answer'}"
+
+        def scans() -> float:
+            try:
+                return scans_in(self._auth_scrape())
+            except Exception:
+                return 0.0
+
+        result = self._flood_round("auth_flood", self.auth_daemon.pid, self.auth_port, heads,
+                                   probe, scans, flood)
+        if user is None:
+            result.detail += " (no fresh user left: the right password was not tested)"
+        return result
+
     def _hostile(self, check: Callable[[], HostileCheck], deadline: float) -> None:
         """Run one check in rounds until the deadline (at least once); keep the worst."""
         rounds = failed = 0
@@ -556,8 +695,9 @@ class Soak:
                     f"{'last failure' if failed else 'last'}: {last.detail}"))
 
     # --- the run -------------------------------------------------------------------------
-    def _start_daemon(self, log_path: Path) -> subprocess.Popen[bytes]:
-        cmd = [*self.exporter, f"--web.listen-address={HOST}:{self.port}",
+    def _start_daemon(self, log_path: Path, port: int | None = None,
+                      *extra: str) -> subprocess.Popen[bytes]:
+        cmd = [*self.exporter, f"--web.listen-address={HOST}:{port or self.port}",
                "--path.procfs=/proc", f"--scan.interval={int(self.scan_interval * 1000)}ms",
                f"--process.include=^{WORKER_PREFIX}", "--process.min-resident=16MiB",
                "--log.format=json", "--log.level=info", "--no-collector.accelerator",
@@ -566,24 +706,56 @@ class Soak:
                "--web.write-timeout=10s"]
         if self.scan_budget is not None:
             cmd.append(f"--scan.budget={int(self.scan_budget * 1000)}ms")
+        cmd += extra
         with open(log_path, "wb") as log:
             return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
 
-    def _wait_first_scan(self, timeout: float = 30.0) -> float:
+    def _wait_first_scan(self, timeout: float = 30.0,
+                         daemon: subprocess.Popen[bytes] | None = None,
+                         scrape: Callable[[], str] | None = None) -> float:
         end = time.monotonic() + timeout
+        daemon = daemon or self.daemon
+        scrape = scrape or (lambda: self._scrape()[1])
         while time.monotonic() < end:
-            assert self.daemon is not None
-            if self.daemon.poll() is not None:
-                raise RuntimeError(f"daemon exited with {self.daemon.returncode}")
+            assert daemon is not None
+            if daemon.poll() is not None:
+                raise RuntimeError(f"daemon exited with {daemon.returncode}")
             with contextlib.suppress(Exception):
-                _, body = self._scrape()
-                for line in body.splitlines():
-                    if line.startswith("numa_exporter_scans_total ") and float(
-                            line.split()[1]) >= 1:
-                        return float(line.split()[1])
+                scans = scans_in(scrape())
+                if scans >= 1:
+                    return scans
             time.sleep(0.2)
         raise RuntimeError("the daemon did not complete a scan")
+
+    def _auth_scrape(self) -> str:
+        """Return the auth daemon's exposition, scraped with the cached credentials."""
+        req = urllib.request.Request(f"http://{HOST}:{self.auth_port}/metrics", headers={
+            "Authorization": basic(AUTH_USER, AUTH_PASSWORD)})
+        with urllib.request.urlopen(req, timeout=SCRAPE_TIMEOUT) as resp:
+            return str(resp.read().decode("utf-8"))
+
+    def _start_auth_daemon(self, log_path: Path) -> None:
+        """Start the daemon the auth flood targets: basic auth for the scraper's user and
+        one fresh user per round (password = user name), bcrypt cost 10."""
+        users = {u: u for u in self.probes} | {AUTH_USER: AUTH_PASSWORD}
+        lines = ["basic_auth_users:"] + [
+            f"  {u}: '{bcrypt.hashpw(p.encode(), bcrypt.gensalt(BCRYPT_COST)).decode()}'"
+            for u, p in users.items()]
+        cfg = log_path.with_name(log_path.stem + "-web.yml")
+        cfg.write_text("\n".join(lines) + "\n")
+        self.auth_daemon = self._start_daemon(log_path.with_name(log_path.stem + "-auth.log"),
+                                              self.auth_port, f"--web.config.file={cfg}")
+        self._wait_first_scan(daemon=self.auth_daemon, scrape=self._auth_scrape)
+
+    def _stop(self, daemon: subprocess.Popen[bytes]) -> None:
+        if daemon.poll() is None:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(10)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+                daemon.wait()
 
     def run(self, log_path: Path) -> Report:
         """Run the soak for its duration; return the report (the daemon is stopped)."""
@@ -592,7 +764,11 @@ class Soak:
         threads: list[threading.Thread] = []
         try:
             first = self._wait_first_scan()
-            self.report.rss_before_bytes = _rss(self.daemon.pid)
+            if "_auth_flood" in self.hostile_checks:
+                self._start_auth_daemon(log_path)
+            before = _usage(self.daemon.pid)
+            self.report.rss_before_bytes = before.rss_bytes
+            self.report.fds_before = before.fds
             deadline = time.monotonic() + self.duration
             threads.append(threading.Thread(target=self._churn, args=(deadline,)))
             threads += [threading.Thread(target=self._scraper, args=(deadline,))
@@ -619,20 +795,20 @@ class Soak:
                     if line.startswith("numa_exporter_budget_skipped_processes_total "):
                         self.report.budget_skipped = int(float(line.split()[1]))
             self.report.scans = int(last - first)
-            self.report.rss_after_bytes = _rss(self.daemon.pid)
+            after = _usage(self.daemon.pid)
+            self.report.rss_after_bytes = after.rss_bytes
+            self.report.fds_after = after.fds
+            self.report.threads_after = after.threads
+            self.report.cpu_seconds = after.cpu_seconds - before.cpu_seconds
             self.report.daemon_alive = self.daemon.poll() is None
         finally:
             self.stop.set()
             for w in list(self.workers):
                 if w.proc.poll() is None:
                     self._kill(w)
-            if self.daemon.poll() is None:
-                self.daemon.send_signal(signal.SIGTERM)
-                try:
-                    self.daemon.wait(10)
-                except subprocess.TimeoutExpired:
-                    self.daemon.kill()
-                    self.daemon.wait()
+            self._stop(self.daemon)
+            if self.auth_daemon is not None:
+                self._stop(self.auth_daemon)
         lat = sorted(self.latencies)
         if lat:
             self.report.scrape_seconds_p50 = lat[len(lat) // 2]

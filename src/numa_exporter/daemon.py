@@ -118,11 +118,12 @@ def liveness(sampler: Sampler, sink: LogSink | None) -> Callable[[], Liveness]:
     return read
 
 
-def healthy(sampler: Sampler) -> Callable[[], tuple[bool, str]]:
-    """Return the predicate ``/-/healthy`` asks: (True, "") or (False, why)."""
-    def check() -> tuple[bool, str]:
+def healthy(sampler: Sampler) -> Callable[[], str | None]:
+    """Return the check ``/-/healthy`` asks: None while the scan loop is healthy, else why
+    not (answered with 503)."""
+    def check() -> str | None:
         h = sampler.health()
-        return h.ok, h.reason
+        return None if h.ok else f"unhealthy: {h.reason}"
     return check
 
 

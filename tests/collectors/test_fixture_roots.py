@@ -22,7 +22,7 @@ from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.errors import Denied, Gone
 from numa_exporter.sources.procfs import ProcessFiles
 
-ROOT_NAMES = ("two_node", "four_node", "no_balancing")
+ROOT_NAMES = ("two_node", "four_node", "no_balancing", "grace_hopper")
 # node numastat field -> the counter it is exported as (written out, not derived)
 NUMASTAT_NAMES = {
     "numa_hit": "numa_node_hit_pages_total",

@@ -32,6 +32,13 @@ DEPLOY = REPO / "deploy"
 FIXTURE_ROOTS = REPO / "tests" / "fixtures" / "roots"
 RULES = DEPLOY / "prometheus" / "rules" / "numa-exporter.rules.yml"
 RECORDING = DEPLOY / "prometheus" / "rules" / "numa-exporter.recording.yml"
+# Kubernetes alerts and fleet recording rules: their own file, because the families they join
+# on (numa_process_kubernetes_info, ...) are declared but not yet exported by the scan.
+KUBERNETES_RULES = DEPLOY / "prometheus" / "rules" / "numa-exporter.kubernetes.yml"
+# Flags the deploy artifacts already pass but the command line does not have yet (the
+# Kubernetes reader is wired into the scan later). Tests that check flags against the CLI
+# accept these, and fail once the CLI has them so that this list is emptied.
+PENDING_FLAGS = frozenset({"--path.rootfs"})
 
 # PromQL words that look like metric names but are not.
 _PROMQL_WORDS = {
@@ -157,6 +164,21 @@ def load_yaml(path: Path) -> dict[str, Any]:
 def rules(path: Path) -> list[dict[str, Any]]:
     """Return every rule of a Prometheus rule file."""
     return [r for g in load_yaml(path)["groups"] for r in g["rules"]]
+
+
+def cli_flags() -> set[str]:
+    """Return every option string the exporter's command line accepts."""
+    from numa_exporter import cli
+
+    parser = cli.build_parser()
+    return {s for action in parser._actions for s in action.option_strings}
+
+
+def pending_flags_not_yet_known() -> frozenset[str]:
+    """Return PENDING_FLAGS, failing once the command line has one (then drop it there)."""
+    landed = PENDING_FLAGS & cli_flags()
+    assert not landed, f"the CLI has {sorted(landed)} now: remove them from PENDING_FLAGS"
+    return PENDING_FLAGS
 
 
 def known_series_name(name: str) -> bool:

@@ -11,7 +11,8 @@ from typing import Any
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-SOURCES = ("numa-exporter.rules.yml", "numa-exporter.recording.yml")
+SOURCES = ("numa-exporter.rules.yml", "numa-exporter.recording.yml",
+           "numa-exporter.kubernetes.yml")
 RULES_DIR = REPO / "deploy" / "prometheus" / "rules"
 OUT = REPO / "deploy" / "kubernetes" / "prometheusrule.yaml"
 HEADER = (

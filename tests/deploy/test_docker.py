@@ -1,8 +1,9 @@
 """Dockerfile: hadolint, structure, and its build/install steps run outside a container.
 
-The builder's `pip wheel` command runs on a copy of exactly the build context that
-.dockerignore lets through, the runtime's `pip install` installs that wheel, and the image's
-HEALTHCHECK and CMD run against the installed exporter. Where a container engine answers
+The builder's `pip wheel` command runs, with the builder's ENV, on a copy of exactly the
+build context that .dockerignore lets through (the wheel must hold the compiled numa_maps
+scanner: the builder has a compiler), the runtime's `pip install` installs that wheel, and
+the image's HEALTHCHECK and CMD run against the installed exporter. Where a container engine answers
 (`docker info`), the image is also built and run with the documented `docker run` recipe;
 elsewhere (CI may have no daemon) that test skips and says why.
 """
@@ -17,6 +18,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 import tomllib
 import uuid
@@ -138,14 +140,21 @@ def test_build_context_holds_what_the_wheel_needs() -> None:
     builder = stages()[0]
     copied = " ".join(a for k, a in builder if k == "COPY").split()
     readme = PYPROJECT["project"]["readme"]
-    for need in ("pyproject.toml", readme, *PYPROJECT["project"]["license-files"], "src/"):
+    for need in ("pyproject.toml", "setup.py", readme, *PYPROJECT["project"]["license-files"],
+                 "src/"):
         assert need in copied, f"builder does not COPY {need}"
         assert (REPO / need).exists(), need
         assert dockerignore_admits(need.rstrip("/")), f".dockerignore excludes {need}"
     assert dockerignore_admits("src/numa_exporter/cli.py")
+    assert dockerignore_admits(f"src/{SCANNER_SOURCE}")
+    assert not dockerignore_admits(f"src/{SCANNER_SOURCE[:-2]}.cpython-311-x86_64-linux-gnu.so")
     assert not dockerignore_admits("tests/deploy/test_docker.py")
     assert not dockerignore_admits(".venv/bin/python")
     assert not dockerignore_admits("src/numa_exporter/__pycache__/cli.cpython-311.pyc")
+
+
+SCANNER_SOURCE = "numa_exporter/parsers/_numa_maps_fast.c"
+SCANNER_IN_WHEEL = re.compile(r"numa_exporter/parsers/_numa_maps_fast\.cpython-3\d+-[^/]+\.so")
 
 
 def _context_copy(dest: Path) -> None:
@@ -158,36 +167,104 @@ def _context_copy(dest: Path) -> None:
             shutil.copy2(path, dest / rel)
 
 
-def test_image_install_steps_work_outside_a_container(tmp_path: Path) -> None:
-    """Builder: pip wheel on the build context; runtime: pip install of that wheel."""
-    builder, runtime = stages()
-    wheel_cmd = next(a for k, a in builder if k == "RUN" and "pip wheel" in a)
-    install = next(a for k, a in runtime if k == "RUN" and "pip install" in a)
-    mount = re.match(r"--mount=type=bind,from=builder,source=(\S+),target=(\S+)\s+(.*)", install)
-    assert mount and mount.group(1) == mount.group(2) == "/dist", install
-    install_cmd = mount.group(3)
+def builder_env() -> dict[str, str]:
+    """Return the variables the builder stage's ENV instructions set."""
+    out: dict[str, str] = {}
+    for kind, args in stages()[0]:
+        if kind == "ENV":
+            for part in shlex.split(args):
+                key, eq, value = part.partition("=")
+                assert eq, f"ENV {args}: write KEY=value"
+                out[key] = value
+    return out
 
-    context = tmp_path / "context"
-    _context_copy(context)
-    dist = tmp_path / "dist"
+
+def has_compiler() -> bool:
+    """Return whether this host can compile a Python C extension (a compiler and Python.h)."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    headers = Path(sysconfig.get_paths()["include"]) / "Python.h"
+    return shutil.which(cc) is not None and headers.exists()
+
+
+def _pip_wheel(context: Path, dist: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run the builder's ``pip wheel`` command on ``context`` into ``dist``; skip (fail under
+    CI) when pip cannot reach the package index for its build isolation."""
+    wheel_cmd = next(a for k, a in stages()[0] if k == "RUN" and "pip wheel" in a)
     argv = [a.replace("/dist", str(dist)) for a in shlex.split(wheel_cmd)]
     assert argv[:2] == ["pip", "wheel"] and argv[-1] == "."
-    r = run([sys.executable, "-m", *argv], timeout=600, cwd=context)
+    r = run([sys.executable, "-m", *argv], timeout=600, cwd=context, env=env)
     if r.returncode != 0 and re.search(r"NewConnectionError|Could not find a version|"
                                        r"No matching distribution", r.stdout + r.stderr):
         if tools_required():
             pytest.fail("pip wheel needs the package index for build isolation:\n" + r.stderr)
         pytest.skip("pip wheel could not reach the package index (build isolation)")
+    return r
+
+
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Return (dist folder, wheel) of the builder's ``pip wheel`` on the build context, with
+    the builder's ENV, where a compiler is present as it is in the builder stage."""
+    if not has_compiler():
+        missing("a C compiler with Python's headers (the image's builder stage installs gcc)")
+    tmp = tmp_path_factory.mktemp("image")
+    context = tmp / "context"
+    _context_copy(context)
+    dist = tmp / "dist"
+    r = _pip_wheel(context, dist, {**os.environ, **builder_env()})
     assert r.returncode == 0, r.stdout + r.stderr
+    wheels = sorted(dist.glob("numa_exporter-*.whl"))
+    assert len(wheels) == 1, wheels
+    return dist, wheels[0]
+
+
+def test_wheel_ships_the_compiled_scanner(built_wheel: tuple[Path, Path]) -> None:
+    """The image installs this wheel: it must hold the compiled numa_maps scanner, not only
+    the pure-Python fallback (which is what a build context without setup.py gives)."""
+    _, wheel = built_wheel
+    with zipfile.ZipFile(wheel) as z:
+        compiled = [n for n in z.namelist() if SCANNER_IN_WHEEL.fullmatch(n)]
+    assert compiled, f"{wheel.name} lacks the compiled numa_maps scanner"
+    assert not wheel.name.endswith("-py3-none-any.whl"), wheel.name
+
+
+def test_builder_fails_rather_than_ship_the_fallback(tmp_path: Path) -> None:
+    """With the builder's ENV, a compiler that fails fails the build; without it, the same
+    build quietly falls back to the pure-Python scanner (what a user's `pip install` gets)."""
+    env = builder_env()
+    assert env.get("NUMA_EXPORTER_REQUIRE_COMPILED") == "1", env
+    context = tmp_path / "context"
+    _context_copy(context)
+    broken = {**os.environ, "CC": "false"}  # a C compiler that always fails
+    r = _pip_wheel(context, tmp_path / "required", {**broken, **env})
+    assert r.returncode != 0, "the build went on without the compiled scanner"
+    quiet = {k: v for k, v in broken.items() if k != "NUMA_EXPORTER_REQUIRE_COMPILED"}
+    r = _pip_wheel(context, tmp_path / "optional", quiet)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheel = next((tmp_path / "optional").glob("numa_exporter-*.whl"))
+    with zipfile.ZipFile(wheel) as z:
+        assert not [n for n in z.namelist() if SCANNER_IN_WHEEL.fullmatch(n)], wheel.name
+        assert "numa_exporter/parsers/numa_maps.py" in z.namelist()
+
+
+def test_image_install_steps_work_outside_a_container(built_wheel: tuple[Path, Path],
+                                                      tmp_path: Path) -> None:
+    """Builder: pip wheel on the build context; runtime: pip install of that wheel."""
+    runtime = stages()[1]
+    install = next(a for k, a in runtime if k == "RUN" and "pip install" in a)
+    mount = re.match(r"--mount=type=bind,from=builder,source=(\S+),target=(\S+)\s+(.*)", install)
+    assert mount and mount.group(1) == mount.group(2) == "/dist", install
+    install_cmd = mount.group(3)
+    dist, built = built_wheel
 
     argv = shlex.split(install_cmd)
     assert argv[:2] == ["pip", "install"]
     wheels = [w for a in argv[2:] if a.startswith("/dist/")
               for w in glob.glob(a.replace("/dist", str(dist)))]
-    assert len(wheels) == 1, f"{install_cmd} matches {wheels}"
+    assert wheels == [str(built)], f"{install_cmd} matches {wheels}"
     wheel = Path(wheels[0])
     version = PYPROJECT["project"]["version"]
-    assert wheel.name == f"numa_exporter-{version}-py3-none-any.whl"
+    assert wheel.name.startswith(f"numa_exporter-{version}-cp3"), wheel.name
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         assert "numa_exporter/collectors/spec.py" in names
@@ -214,6 +291,9 @@ def test_image_install_steps_work_outside_a_container(tmp_path: Path) -> None:
     r = run([sys.executable, "-c", "import numa_exporter; print(numa_exporter.__file__)"],
             env=env)
     assert r.stdout.strip().startswith(str(target)), r.stdout
+    r = run([sys.executable, "-c", "from numa_exporter.parsers import numa_maps as m; "
+             "print(m.COMPILED, m._numa_maps_fast.__file__)"], env=env)
+    assert r.stdout.startswith(f"True {target}"), r.stdout + r.stderr
 
 
 def test_healthcheck_and_cmd_against_the_exporter(tmp_path: Path) -> None:

@@ -153,6 +153,9 @@ def _mutated_suite(tmp_path: Path, alert: str, change: str) -> Path:
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / RULES.name).write_text(yaml.safe_dump(doc, sort_keys=False))
     (tmp_path / "rules" / RECORDING.name).write_text(RECORDING.read_text())
+    for other in sorted(RULES.parent.glob("*.yml")):  # rule files of other unit tests
+        if other.name not in (RULES.name, RECORDING.name):
+            (tmp_path / "rules" / other.name).write_text(other.read_text())
     tests = tmp_path / "tests"
     tests.mkdir()
     for path in UNIT_TESTS:

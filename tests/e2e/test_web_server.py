@@ -32,7 +32,7 @@ pytestmark = pytest.mark.e2e
 StartDaemon = Callable[..., Daemon]
 # Enough processes for a body (about 5.5 MB) larger than loopback socket buffers absorb.
 PROCESSES = 3600
-MAX_THREADS = 12  # main, sampler, event loop, 2 render + 1 auth workers, and some slack
+MAX_THREADS = 12  # main, sampler, event loop, 2 render + 1 uncached + 1 auth workers, slack
 
 
 @pytest.fixture(scope="module")

@@ -132,6 +132,54 @@ class Layout:
         return args
 
 
+@dataclass(frozen=True)
+class TierLayout(Layout):
+    """CPU nodes (one socket each) followed by CPU-less memory nodes, with an ACPI HMAT.
+
+    ``memory_nodes`` gives, per CPU-less node (node ids follow the CPU nodes), its size in
+    MiB and its initiator: the CPU node QEMU's SRAT and HMAT name as its closest
+    (``-numa node,initiator=``; required for every CPU-less node with ``hmat=on``).
+    ``hmat`` lists (initiator, target, latency ns, bandwidth MiB/s) entries of the memory
+    hierarchy (``-numa hmat-lb``). ``distances`` covers every node, CPU-less ones included.
+    QEMU 7.2 has no ``acpi-generic-initiator`` object (9.0+), so generic initiator nodes
+    cannot be declared here.
+    """
+
+    memory_nodes: tuple[tuple[int, int], ...] = ()
+    hmat: tuple[tuple[int, int, int, int], ...] = ()
+
+    @property
+    def mem_mib(self) -> int:
+        """Return the guest's total memory in MiB, CPU-less nodes included."""
+        return self.nodes * self.mem_per_node_mib + sum(m for m, _ in self.memory_nodes)
+
+    def qemu_args(self) -> list[str]:
+        """Return ``-machine hmat=on`` and the ``-smp``/``-m``/``-object``/``-numa`` arguments."""
+        args = [
+            "-machine", "hmat=on",
+            "-smp", f"{self.cpus},sockets={self.nodes},cores={self.cpus_per_node},threads=1",
+            "-m", f"{self.mem_mib}M",
+        ]
+        for n in range(self.nodes):
+            args += ["-object", f"memory-backend-ram,id=m{n},size={self.mem_per_node_mib}M"]
+            args += ["-numa", f"node,nodeid={n},memdev=m{n}"]
+        for k, (mib, initiator) in enumerate(self.memory_nodes, start=self.nodes):
+            args += ["-object", f"memory-backend-ram,id=m{k},size={mib}M"]
+            args += ["-numa", f"node,nodeid={k},memdev=m{k},initiator={initiator}"]
+        for n in range(self.nodes):
+            args += ["-numa", f"cpu,node-id={n},socket-id={n}"]
+        total = self.nodes + len(self.memory_nodes)
+        for a in range(total):
+            for b in range(total):
+                if a != b:
+                    args += ["-numa", f"dist,src={a},dst={b},val={self.distances[a][b]}"]
+        for initiator, target, latency_ns, bandwidth_mib in self.hmat:
+            lb = f"hmat-lb,initiator={initiator},target={target},hierarchy=memory"
+            args += ["-numa", f"{lb},data-type=access-latency,latency={latency_ns}"]
+            args += ["-numa", f"{lb},data-type=access-bandwidth,bandwidth={bandwidth_mib}M"]
+        return args
+
+
 LAYOUTS: dict[str, Layout] = {
     "2node": Layout("2node", 2, 1024, ((10, 20), (20, 10))),
     "4node": Layout(
@@ -143,6 +191,24 @@ LAYOUTS: dict[str, Layout] = {
             (16, 10, 16, 22),
             (22, 16, 10, 16),
             (28, 22, 16, 10),
+        ),
+    ),
+    # two sockets, and a CPU-less memory node near each (CXL-like expanders): node 2 is
+    # closest to node 0, node 3 to node 1; HMAT gives every CPU-node -> node figure
+    "tiers": TierLayout(
+        "tiers",
+        2,
+        512,
+        (
+            (10, 20, 17, 28),
+            (20, 10, 28, 17),
+            (17, 28, 10, 28),
+            (28, 17, 28, 10),
+        ),
+        memory_nodes=((512, 0), (512, 1)),
+        hmat=(
+            (0, 0, 80, 20480), (0, 1, 140, 10240), (0, 2, 250, 8192), (0, 3, 320, 4096),
+            (1, 1, 80, 20480), (1, 0, 140, 10240), (1, 3, 250, 8192), (1, 2, 320, 4096),
         ),
     ),
 }

@@ -17,8 +17,8 @@ from tools.soak import Report, Soak
 pytestmark = pytest.mark.e2e
 DURATION = 30.0
 
-CHECKS = ("disconnect_mid_response", "garbage_requests", "http09_request", "idle_connections",
-          "slow_reader")
+CHECKS = ("accept_header_flood", "auth_flood", "disconnect_mid_response", "garbage_requests",
+          "http09_request", "idle_connections", "slow_reader")
 # hostile local rounds (tools/soak_rounds.py)
 LOCAL_ROUNDS = ("log_write_failure", "signal_storm", "colliding_cgroups", "zombie_leader",
                 "renaming_process")

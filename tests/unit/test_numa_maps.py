@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from numa_exporter.parsers.numa_maps import (
     COMPILED,
     Kind,
+    NumaMaps,
     NumaMapsError,
+    _scan_batch,
+    _scan_lines,
+    _Totals,
     parse_numa_maps,
     parse_numa_maps_line,
 )
@@ -260,3 +265,118 @@ def test_bind_pages_off_their_policy_nodes(compiled: bool) -> None:
             b"7f0000300000 default anon=5 dirty=5 N0=5 kernelpagesize_kB=4\n")
     m = parse_numa_maps([text], compiled=compiled)
     assert m.off_policy_bytes == 8 * 4096  # preferred and default pages may sit anywhere
+
+
+# --- the pure-Python scanner's batch path ---------------------------------------------------
+# Kernel-shaped text goes through _scan_batch (regular expressions, a batch at a time); a batch
+# with any other line goes line by line through _scan_lines. These tests hold the first to the
+# second and check that it is really taken for what the kernel prints (it is what makes the
+# pure-Python scanner fast; a batch path that declined everything would still be correct).
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REAL_NUMA_MAPS = sorted(p for d in ("realkernel", "source/real-kernel-2node")
+                        for p in (FIXTURES / d).glob("**/numa_maps"))
+
+
+def _both_paths(text: bytes) -> tuple[int | None, NumaMaps, int, NumaMaps]:
+    """Return (lines, totals) of the batch path (None: declined) and of the line path."""
+    batch, exact = _Totals(), _Totals()
+    got = _scan_batch(batch, text, 0, len(text))
+    n = _scan_lines(exact, text, 0)
+    return got, batch.result(), n, exact.result()
+
+
+def test_real_captures_exist() -> None:
+    assert len(REAL_NUMA_MAPS) >= 10
+
+
+@pytest.mark.parametrize("path", REAL_NUMA_MAPS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_batch_path_takes_numa_maps_captured_from_real_kernels(path: Path) -> None:
+    text = path.read_bytes()
+    got, batch, n, exact = _both_paths(text)
+    assert exact.error_count == 0 and exact.mappings > 0
+    assert got == n
+    assert batch == exact
+
+
+def test_batch_path_takes_every_shape_the_kernel_prints() -> None:
+    text = (
+        b"00400000 default file=/usr/bin/python3.11 mapped=2 N0=2 kernelpagesize_kB=4\n"
+        b"55a921438000 default heap anon=9 dirty=9 N0=5 N1=4 kernelpagesize_kB=4\n"
+        b"7ffd1000 default stack anon=3 dirty=3 active=1 N1=3 kernelpagesize_kB=4\n"
+        b"7f00 weighted interleave:0-1 file=/dev/shm/kv mapped=8 mapmax=3 N0=4 N1=4 "
+        b"kernelpagesize_kB=4\n"
+        b"7f01 prefer (many)=static:0-1 anon=2 dirty=2 N0=2 kernelpagesize_kB=4\n"
+        b"7f02 bind=static|balancing:1 file=/anon_hugepage\\040(deleted) huge anon=32 "
+        b"dirty=32 N1=32 kernelpagesize_kB=2048\n"
+        b"7f03 interleave:0,2-3 file=/memfd:pool\\040(deleted)\n"
+        b"7f04 prefer:1 anon=1 dirty=1 swapcache=1 writeback=1 N1023=1 kernelpagesize_kB=4\n"
+        b"7f05 local\n"
+        b"7f06 default file=/lib/libc.so.6 huge N0=1 kernelpagesize_kB=1048576"
+    )
+    got, batch, n, exact = _both_paths(text)
+    assert (got, n, exact.error_count) == (10, 10, 0)
+    assert batch == exact
+    assert batch.bytes == {
+        (0, Kind.FILE): 2 * 4096, (0, Kind.ANON): (5 + 2) * 4096,
+        (1, Kind.ANON): (4 + 3) * 4096, (0, Kind.SHMEM): 4 * 4096, (1, Kind.SHMEM): 4 * 4096,
+        (1, Kind.HUGETLB): 32 * 2 * MiB, (1023, Kind.ANON): 4096,
+        (0, Kind.HUGETLB): 1024 * MiB}
+
+
+def test_batch_path_counts_repeated_lines() -> None:
+    lines = [b"%x default anon=2 dirty=2 N0=2 kernelpagesize_kB=4\n" % (i << 12)
+             for i in range(3000)]
+    lines += [b"%x bind:1 anon=%d N1=%d kernelpagesize_kB=4\n" % (i << 12, i % 7, i % 7)
+              for i in range(700)]
+    text = b"".join(lines)
+    got, batch, n, exact = _both_paths(text)
+    assert got == n == 3700
+    assert batch == exact
+    assert batch.bytes == {(0, Kind.ANON): 6000 * 4096, (1, Kind.ANON): 100 * 21 * 4096}
+
+
+@pytest.mark.parametrize("bad", [
+    b"\n",  # a blank line
+    b"7F00 default anon=1 N0=1 kernelpagesize_kB=4\n",  # upper-case address
+    b"7f00 default anon=1 N0=1 kernelpagesize_kB=4 \n",  # a trailing space
+    b"7f00 sometimes anon=1 N0=1 kernelpagesize_kB=4\n",  # unknown policy
+    b"7f00 default anon=1 N0=1 kernelpagesize_kB=0\n",
+    b"7f00 default anon=1 N0=1 kernelpagesize_kB=16777217\n",
+    b"7f00 default anon=1 N1024=1 kernelpagesize_kB=4\n",
+    b"7f00 default anon=1 N0=1099511627776 kernelpagesize_kB=4\n",  # 13 digits
+    b"7f00 default anon=1 N0=1\n",  # pages without a page size
+    b"7f00 default kernelpagesize_kB=4 N0=1\n",  # not in the kernel's order
+    b"7f00 weighted interleavex:0 N0=1 kernelpagesize_kB=4\n",
+])
+def test_batch_path_declines_a_batch_with_any_other_line(bad: bytes) -> None:
+    """Such a batch goes line by line, where the reference grammar decides each line."""
+    text = GOOD * 3 + bad + GOOD
+    got, _, n, exact = _both_paths(text)
+    assert got is None
+    assert n == 5
+    whole = parse_numa_maps([text], compiled=False)
+    assert whole == exact
+    assert whole.mappings + whole.error_count == 4 + bool(bad.strip())
+
+
+@pytest.mark.parametrize("line", [
+    b"7f00 default anon=1 file=7 N0=1 kernelpagesize_kB=4\n",  # a path, not a counter
+    b"7f00 default heap=1 N0=1 kernelpagesize_kB=4\n",  # a counter, not the heap flag
+    b"7f00 default huge=1 N0=1 kernelpagesize_kB=4\n",  # a counter, not the huge flag
+    b"7f00 default file=/x huge=1 N0=1 kernelpagesize_kB=4\n",
+    b"7f00 prefer (many) N0=1 kernelpagesize_kB=4\n",
+    b"7f00 prefer (many)x N0=1 kernelpagesize_kB=4\n",
+    b"7f00 weighted interleave=5 N0=1 kernelpagesize_kB=4\n",
+])
+def test_batch_path_reads_lookalike_tokens_as_the_reference_does(line: bytes) -> None:
+    got, batch, _, exact = _both_paths(GOOD + line)
+    assert got is None or batch == exact
+    assert parse_numa_maps([GOOD + line], compiled=False) == exact
+    ref = None
+    try:
+        ref = parse_numa_maps_line(line)
+    except NumaMapsError:
+        assert exact.error_count == 1
+    if ref is not None:
+        assert exact.bytes.get((0, ref.kind), 0) == 4096 * (2 if ref.kind == Kind.ANON else 1)

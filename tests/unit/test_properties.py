@@ -12,6 +12,9 @@ from numa_exporter.parsers.node_meminfo import parse_node_meminfo
 from numa_exporter.parsers.numa_maps import (
     COMPILED,
     NumaMapsError,
+    _scan_batch,
+    _scan_lines,
+    _Totals,
     parse_numa_maps,
     parse_numa_maps_line,
 )
@@ -56,7 +59,7 @@ GOOD_FIELD = st.sampled_from([
     b"active=0", b"swapcache=1", b"writeback=1", b"future_field9=4", b"dirty=" + b"9" * 20,
     b"heap", b"stack", b"huge", b"file=/usr/lib/libc.so.6", b"file=/dev/shm/pool",
     b"file=/memfd:x\\040(deleted)", b"file=/SYSV00000000", b"file=/dev/zero", b"file=",
-    b"file=/a\\075b", b"",
+    b"file=/a\\075b", b"file=7", b"",
 ])
 BAD_FIELD = st.sampled_from([
     b"N1024=1", b"N0=1099511627777", b"N0=" + b"9" * 20, b"N0=" + b"9" * 21, b"N99999=1",
@@ -72,6 +75,25 @@ GOOD_LINE = st.tuples(GOOD_ADDRESS, GOOD_POLICY, st.lists(GOOD_FIELD, max_size=5
     lambda t: b" ".join((t[0], t[1], *t[2], *t[3], b"kernelpagesize_kB=4")) + b"\n")
 LINE = st.one_of(RANDOM_LINE, NEAR_LINE, GOOD_LINE, GOOD_LINE)
 SCANNERS = [False, True] if COMPILED else [False]
+# Lines in the kernel's own field order (show_numa_map): what the batch path must take.
+KERNEL_PAGES = st.tuples(
+    st.lists(st.sampled_from([b" anon=2", b" dirty=2", b" mapped=5", b" mapmax=3",
+                              b" active=0", b" swapcache=1", b" writeback=1",
+                              b" future_field9=4", b" heap=1"]), max_size=4),
+    st.lists(st.sampled_from([b" N0=1", b" N1=2", b" N3=7", b" N1023=3", b" N00=1",
+                              b" N0099=1", b" N0=0", b" N1=999999999999"]),
+             min_size=1, max_size=4),
+    st.sampled_from([b" kernelpagesize_kB=4", b" kernelpagesize_kB=2048",
+                     b" kernelpagesize_kB=16777216"]),
+).map(lambda t: b"".join((*t[0], *t[1], t[2])))
+KERNEL_LINE = st.tuples(
+    GOOD_ADDRESS, GOOD_POLICY.filter(lambda p: len(p) < 64),  # the kernel's policy buffer
+    st.sampled_from([b"", b" heap", b" stack", b" file=/usr/lib/libc.so.6", b" file=",
+                     b" file=/dev/shm/pool", b" file=/memfd:x\\040(deleted)",
+                     b" file=/a\\075b", b" file=/SYSV00000000"]),
+    st.sampled_from([b"", b"", b" huge"]),
+    st.one_of(st.just(b""), KERNEL_PAGES, KERNEL_PAGES),
+).map(lambda t: t[0] + b" " + b"".join(t[1:]) + b"\n")
 
 
 def _oracle(lines: list[bytes]) -> tuple[int, dict[tuple[int, object], int], list[int]]:
@@ -163,3 +185,37 @@ def test_fast_totals_agree_with_line_parser(lines: list[bytes], cuts: list[int],
     assert r.error_count == len(bad)
     assert [e.lineno for e in r.errors] == bad[:5]
     assert {k: v for k, v in r.bytes.items() if v} == {k: v for k, v in expect.items() if v}
+
+
+def _batch_and_lines(text: bytes) -> tuple[int | None, _Totals, int, _Totals]:
+    batch, exact = _Totals(), _Totals()
+    got = _scan_batch(batch, text, 0, len(text))
+    return got, batch, _scan_lines(exact, text, 0), exact
+
+
+@settings(max_examples=500)
+@given(st.lists(KERNEL_LINE, min_size=1, max_size=15), st.integers(1, 4))
+def test_batch_path_takes_kernel_lines_with_the_reference_totals(lines: list[bytes],
+                                                                 repeat: int) -> None:
+    """Lines as the kernel prints them (some repeated): the batch path takes them and its
+    totals are those of the line-by-line path, which the reference parser decides."""
+    text = b"".join(lines * repeat)
+    got, batch, n, exact = _batch_and_lines(text)
+    assert exact.n_err == 0
+    assert got == n == len(lines) * repeat
+    assert batch.result() == exact.result()
+
+
+@settings(max_examples=500)
+@given(st.lists(st.one_of(KERNEL_LINE, KERNEL_LINE, LINE), max_size=15))
+def test_batch_path_is_the_line_path_where_it_takes_a_batch(lines: list[bytes]) -> None:
+    """Whatever the batch path takes, it totals as the line-by-line path does; it takes
+    nothing with a malformed line (those go line by line, to be counted)."""
+    text = b"".join(lines)
+    got, batch, n, exact = _batch_and_lines(text)
+    if got is not None:
+        assert exact.n_err == 0
+        assert got == n
+        assert batch.result() == exact.result()
+    else:
+        assert batch.result() == _Totals().result()

@@ -38,19 +38,32 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     return calls
 
 
-def test_success_is_cached_failure_is_not(counted: list[bytes]) -> None:
+def test_both_outcomes_are_cached(counted: list[bytes]) -> None:
     h = bcrypt.hashpw(b"right", bcrypt.gensalt(4)).replace(b"$2b$", b"$2y$", 1)
     a = BasicAuth({"prom": h})
-    assert not a.cached("prom", b"right")
+    assert a.known("prom", b"right") is None and not a.cached("prom", b"right")
     for _ in range(5):
         assert a.verify("prom", b"right")
     assert counted == [b"right"]
-    assert a.cached("prom", b"right")
+    assert a.cached("prom", b"right") and a.known("prom", b"right") is True
     for _ in range(3):
         assert not a.verify("prom", b"wrong")
-    assert counted.count(b"wrong") == 3
+    assert counted.count(b"wrong") == 1, "a repeated wrong password costs one bcrypt"
+    assert a.known("prom", b"wrong") is False and not a.cached("prom", b"wrong")
     assert not a.verify("other", b"right"), "a password is bound to its user"
     assert not a.cached("other", b"right")
+    assert a.checks == len(counted) == 3
+
+
+def test_wrong_passwords_never_evict_the_right_one(counted: list[bytes]) -> None:
+    """exporter-toolkit keeps both outcomes in one cache of 100 with random eviction, so a
+    flood of distinct wrong passwords pushes the right one out; here they are apart."""
+    a = BasicAuth({"prom": bcrypt.hashpw(b"right", bcrypt.gensalt(4))})
+    assert a.verify("prom", b"right")
+    for i in range(3 * (auth.CACHE_SIZE + auth.FAILURE_CACHE_SIZE)):
+        a.verify("prom", b"wrong%d" % i)
+    assert a.cached("prom", b"right")
+    assert a.known("prom", b"wrong0") is None, "the failure cache is bounded"
 
 
 def test_unknown_user_and_long_password_fail() -> None:

@@ -13,36 +13,25 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
-from numa_exporter.web.render import (
-    Deflated,
-    SnapshotCache,
-    expose,
-    gzip_join,
-    negotiate_format,
-    wants_gzip,
-)
+from numa_exporter.web.negotiate import Body
+from numa_exporter.web.render import Ask, Deflated, Exposition, SnapshotCache, gzip_join
+from numa_exporter.web.render import expose as _expose
+
+OM = "application/openmetrics-text; version=1.0.0"
 
 
-@pytest.mark.parametrize(("header", "want"), [
-    ("gzip", True), ("GZIP", True), ("gzip;q=0", False), ("gzip; q=0.0", False),
-    ("gzip;q=0.5", True), ("deflate, gzip;q=1.0, *;q=0.5", True), ("*", True), ("*;q=0", False),
-    ("identity", False), ("", False), ("br", False), ("gzip;q=0, *", False),
-    ("x-gzip", True), ("gzip;q=abc", False), ("gzip;q=2", False), ("gzipx", False),
-])
-def test_accept_encoding_q_values(header: str, want: bool) -> None:
-    assert wants_gzip(header) is want
+def expose(cache: SnapshotCache, live: Collector | None, accept: str, encoding: str,
+           names: frozenset[str] | None, wait: bool = True) -> Exposition:
+    """``render.expose`` from header values; asserts that it answered."""
+    e = _expose(cache, live, Ask.of(accept, encoding, names), wait)
+    assert e is not None
+    return e
 
 
-def test_format_negotiation() -> None:
-    _, ctype = negotiate_format("")
-    assert ctype.startswith("text/plain; version=0.0.4")
-    _, ctype = negotiate_format("application/openmetrics-text; version=1.0.0,text/plain;q=0.5")
-    assert ctype.startswith("application/openmetrics-text; version=1.0.0")
-    _, ctype = negotiate_format("application/openmetrics-text")
-    assert ctype.startswith("application/openmetrics-text")
-    # hostile versions fall back to the text format rather than failing or echoing junk
-    _, ctype = negotiate_format("application/openmetrics-text; version=x.y\x01")
-    assert "\x01" not in ctype
+def peek(cache: SnapshotCache, accept: str, encoding: str,
+         names: frozenset[str] | None) -> Exposition | None:
+    """What a scrape that must not wait gets (None: nothing rendered to give it)."""
+    return _expose(cache, None, Ask.of(accept, encoding, names), wait=False)
 
 
 @pytest.mark.parametrize("head_text", [b"", b"a" * 10, bytes(range(256)) * 1000])
@@ -100,16 +89,14 @@ def test_new_snapshot_prerendered_in_the_formats_asked_for() -> None:
     col = Counting()
     snap: list[object] = [object()]
     cache = SnapshotCache(col, lambda: snap[0])
-    om = "application/openmetrics-text; version=1.0.0"
-    _, ctype = negotiate_format(om)
-    expose(cache, None, om, "gzip", None)
-    assert not cache.stale() and cache.ready(ctype, True) and col.calls == 1
+    expose(cache, None, OM, "gzip", None)
+    assert not cache.stale() and cache.ready(Body.OPENMETRICS, True) and col.calls == 1
     snap[0] = object()
-    assert cache.stale() and not cache.ready(ctype, True)
+    assert cache.stale() and not cache.ready(Body.OPENMETRICS, True)
     cache.refresh()
-    assert cache.ready(ctype, True)
+    assert cache.ready(Body.OPENMETRICS, True)
     assert col.calls == 2 and not cache.stale()
-    expose(cache, None, om, "gzip", None)
+    expose(cache, None, OM, "gzip", None)
     assert col.calls == 2, "the scrape after the scan found the rendering ready"
 
 
@@ -118,27 +105,51 @@ def test_scrapes_that_must_not_wait_get_the_previous_scan_until_the_new_one_is_r
     col = Counting()
     snap: list[object] = [object()]
     cache = SnapshotCache(col, lambda: snap[0])
-    assert expose(cache, None, "", "", None, wait=False) is None, "nothing rendered yet"
+    assert peek(cache, "", "", None) is None, "nothing rendered yet"
     first = expose(cache, None, "", "", None)
-    assert first is not None and b'snap_value{k="a"} 1.0' in first.body
+    assert b'snap_value{k="a"} 1.0' in first.body
     snap[0] = object()
-    stale = expose(cache, None, "", "", None, wait=False)
+    stale = peek(cache, "", "", None)
     assert stale is not None and stale.body == first.body and col.calls == 1
     cache.refresh()
-    fresh = expose(cache, None, "", "", None, wait=False)
+    fresh = peek(cache, "", "", None)
     assert fresh is not None and b'snap_value{k="a"} 2.0' in fresh.body and col.calls == 2
-    assert expose(cache, None, "", "gzip", frozenset({"snap_value"}), wait=False) is None
+    assert peek(cache, "", "gzip", frozenset({"snap_value"})) is None
 
 
 def test_each_format_rendered_once() -> None:
     col = Counting()
     key = object()
     cache = SnapshotCache(col, lambda: key)
-    om = "application/openmetrics-text; version=1.0.0"
     for _ in range(3):
         expose(cache, None, "", "", None)
-        expose(cache, None, om, "", None)
+        expose(cache, None, OM, "", None)
     assert col.calls == 2
+
+
+def test_many_accept_headers_cost_one_rendering_per_body_format() -> None:
+    """A client cannot make the server render more than it renders for Prometheus: 60
+    distinct Accept headers (OpenMetrics 1.x versions, escapings, text versions, garbage)
+    render the snapshot's families twice per snapshot -- text and OpenMetrics -- however
+    they are mixed with gzip and name[] selections."""
+    col = Counting()
+    snap: list[object] = [object()]
+    cache = SnapshotCache(col, lambda: snap[0])
+    headers = [f"application/openmetrics-text; version=1.{i}.{i * 7}" for i in range(30)]
+    headers += [f"application/openmetrics-text; version=1.0.0; escaping={e}"
+                for e in ("underscores", "allow-utf-8", "dots", "values", "x")]
+    headers += [f"text/plain; version={v}" for v in ("0.0.4", "1.0.0", "1.2.3", "0.0.1", "9")]
+    headers += [f"application/openmetrics-text; version={v}; q=0.{i + 1}, text/plain"
+                for i, v in enumerate(("2.0.0", "0.0.1", "1.0", "a.b", "1.0.0.0"))]
+    headers += [f"x/y{i}, application/openmetrics-text;version=1.0.{i}" for i in range(15)]
+    assert len(set(headers)) == 60
+    for scan in (1, 2):
+        for i, accept in enumerate(headers):
+            names = frozenset({"snap_value"}) if i % 3 == 0 else None
+            e = expose(cache, None, accept, "gzip" if i % 2 else "", names)
+            assert e.body if not e.gzipped else gzip.decompress(e.body)
+        assert col.calls == 2 * scan, "text and OpenMetrics, once each per snapshot"
+        snap[0] = object()
 
 
 def test_concurrent_scrapes_share_one_rendering() -> None:
@@ -173,7 +184,7 @@ def test_live_families_are_fresh_each_scrape() -> None:
 def test_openmetrics_has_one_eof_at_the_end() -> None:
     key = object()
     cache = SnapshotCache(Counting(), lambda: key)
-    e = expose(cache, _live(), "application/openmetrics-text; version=1.0.0", "gzip", None)
+    e = expose(cache, _live(), OM, "gzip", None)
     text = gzip.decompress(e.body).decode()
     assert text.endswith("# EOF\n") and text.count("# EOF") == 1
     names = {f.name for f in text_string_to_metric_families(text)}

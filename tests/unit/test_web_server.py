@@ -113,8 +113,8 @@ def test_malformed_and_slow_requests(server: tuple[WebServer, Gated]) -> None:
     assert _raw(port, b"GET / HTTP/1.1\r\n" + b"X: y\r\n" * 2000 + b"\r\n").startswith(
         b"HTTP/1.1 431 ")
     assert _raw(port, b"POST /metrics HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 405 ")
-    assert _raw(port, b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").startswith(
-        b"HTTP/1.1 501 ")
+    assert _raw(port, b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                ).startswith(b"HTTP/1.1 501 ")
     assert _raw(port, b"GET / HTTP/1.1\r\nbad header\r\n\r\n").startswith(b"HTTP/1.1 400 ")
     many = "&".join(f"name[]=m{i}" for i in range(300))
     assert _raw(port, f"GET /metrics?{many} HTTP/1.0\r\n\r\n".encode()).startswith(
@@ -150,3 +150,46 @@ def test_keep_alive_serves_several_requests(server: tuple[WebServer, Gated]) -> 
     c.close()
     out = _raw(port, b"GET /-/healthy HTTP/1.0\r\n\r\n")
     assert out.startswith(b"HTTP/1.1 200 ") and out.endswith(b"\r\n\r\nOK\n")
+
+
+@pytest.mark.parametrize(("head", "status"), [
+    # RFC 9112 3.2: an HTTP/1.1 request without Host, or with two, is a 400
+    (b"GET /metrics HTTP/1.1\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: a b\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: a/b\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\n", 200),
+    (b"GET /metrics HTTP/1.1\r\nHOST: [::1]:10061\r\n", 200),
+    (b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:10061\r\n", 200),
+    (b"GET /metrics HTTP/1.1\r\nHost:\r\n", 200),  # empty: allowed (no authority)
+    (b"GET http://x/metrics HTTP/1.1\r\nHost: x\r\n", 200),
+    (b"GET /metrics HTTP/1.0\r\n", 200),  # HTTP/1.0 needs none
+    # RFC 9110 5.5: NUL, CR, LF and other controls in a value are refused; HTAB is fine
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: a\x00b\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: a\rb\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: ab\r\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: \x1b[31m\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: a\x7fb\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\x00\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: \x00text/plain\r\n", 400),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: a\tb\r\n", 200),
+    (b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: caf\xc3\xa9\r\n", 200),  # obs-text
+])
+def test_host_and_control_characters(server: tuple[WebServer, Gated], head: bytes,
+                                     status: int) -> None:
+    out = _raw(server[0].address[1], head + b"Connection: close\r\n\r\n")
+    assert out.startswith(b"HTTP/1.1 %d " % status), out[:200]
+
+
+def test_health_reports_what_the_daemon_says() -> None:
+    reason: list[str | None] = [None]
+    srv = serve(WebSettings(host="127.0.0.1", port=0), Gated(), lambda: None, None,
+                health=lambda: reason[0])
+    try:
+        port = srv.address[1]
+        assert _get(port, "/-/healthy") == (200, b"OK\n")
+        reason[0] = "no scan completed for 95s"
+        assert _get(port, "/-/healthy") == (503, b"no scan completed for 95s\n")
+        assert _get(port, "/-/ready")[0] == 200
+    finally:
+        srv.shutdown()

@@ -14,18 +14,21 @@ inside an ordinary mapping is counted in base pages. The total of a line is the 
 The grammar lives in one place, :func:`parse_numa_maps_line` (the reference parser, which
 builds a full :class:`Mapping`). :func:`parse_numa_maps` totals a whole file given as an
 iterable of byte chunks (lines or arbitrary pieces of the text), consumed lazily; it uses the
-compiled scanner ``_numa_maps_fast`` when the package was built with a C compiler and a
-pure-Python loop over the reference parser otherwise. A property test holds both to the
-reference parser. Every line is bounded work: node ids are below the kernel's MAX_NUMNODES,
-page counts at most 2**40, page sizes at most 16 GiB, policies at most 63 bytes (the size of
-the kernel's buffer) and lines at most :data:`MAX_LINE` bytes; anything else is a counted
-line error, never an exception.
+compiled scanner ``_numa_maps_fast`` when the package was built with a C compiler and the
+pure-Python scanner otherwise: whole batches of lines as the kernel prints them are matched by
+regular expressions (each distinct line text once), and a batch holding any other line goes
+line by line through the reference parser, which names the malformed lines. Property tests
+hold both scanners, and the batch path, to the reference parser. Every line is bounded work:
+node ids are below the kernel's MAX_NUMNODES, page counts at most 2**40, page sizes at most
+16 GiB, policies at most 63 bytes (the size of the kernel's buffer) and lines at most
+:data:`MAX_LINE` bytes; anything else is a counted line error, never an exception.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -332,13 +335,15 @@ _Entry = tuple[bytes, int, int, int, int]  # raw policy, kind code, page kB, nod
 
 
 class _Totals:
-    __slots__ = ("cache", "errors", "mappings", "n_err", "pages", "policies", "policy_ok")
+    __slots__ = ("cache", "errors", "kinds", "mappings", "n_err", "pages", "policies",
+                 "policy_ok")
 
     def __init__(self) -> None:
         self.pages: dict[tuple[bytes, int, int, int], int] = {}
         self.policies: set[bytes] = set()
         self.policy_ok: dict[bytes, Policy | None] = {}
         self.cache: dict[bytes, tuple[bytes, int, int, tuple[tuple[int, int], ...]] | None] = {}
+        self.kinds: dict[bytes, int] = {}  # kind code of a " file=..."/" heap"/" stack"/"" text
         self.mappings = 0
         self.n_err = 0
         self.errors: list[ParseError] = []
@@ -416,12 +421,13 @@ def _parse_rest(tot: _Totals, rest: bytes) -> _Line | None:
     return pol_b, _KIND_CODE[f.kind], f.page_kb, tuple(f.pages.items())
 
 
-def _scan_python(tot: _Totals, text: bytes, end: int, lineno: int) -> int:
-    """Total the lines of ``text[:end]`` into ``tot``; return how many lines there were.
+def _scan_lines(tot: _Totals, text: bytes, lineno: int) -> int:
+    """Total the lines of ``text`` into ``tot`` one by one; return how many lines there were.
 
-    Lines after the same address text (the common case: many mappings alike) are parsed once.
+    The exact path: every malformed line is counted with its number and reason. Lines with
+    the same text after the address (the common case: many mappings alike) are parsed once.
     """
-    lines = text[:end].split(b"\n")
+    lines = text.split(b"\n")
     if lines[-1] == b"":
         lines.pop()
     cache = tot.cache
@@ -458,6 +464,104 @@ def _scan_python(tot: _Totals, text: bytes, end: int, lineno: int) -> int:
         tot.mappings += n
     tot.add(entries, seen)
     return len(lines)
+
+
+# The batch path: lines exactly as show_numa_map() prints them, matched by the regular
+# expressions below a whole batch at a time. Every text they match is a text the reference
+# grammar accepts with the same totals (a property test holds them to it); anything else
+# sends the batch to _scan_lines. The bounds of the grammar are written into them: node ids
+# below MAX_NUMNODES (1-4 digits), at most 12 digits of pages (below MAX_PAGES), values of at
+# most 20 digits; the policy and the page size are checked once per distinct value. Atomic
+# groups and possessive repeats keep the matching linear in the text.
+_ADDRESS_LINE = re.compile(rb"^[0-9a-f]{1,16} ([^\n]*+)", re.MULTILINE)
+_END = rb"(?= |$)"
+_REST = re.compile(
+    rb"^((?>weighted interleave(?:[:=][^ \n]*+)?|prefer \(many\)(?:[:=][^ \n]*+)?|[^ \n]++))"
+    rb"((?> file=[^ \n]*+| heap" + _END + rb"| stack" + _END + rb")?+)"
+    rb"((?> huge" + _END + rb")?+)"
+    rb"(?> (?!file=)[a-z][a-z0-9_]*+=[0-9]{1,20}+" + _END + rb")*+"
+    rb"(?>((?> N(?:0?[0-9]{1,3}|10[01][0-9]|102[0-3])=[0-9]{1,12}+" + _END + rb")*+)"
+    rb" kernelpagesize_kB=([0-9]{1,20}+))?+$",
+    re.MULTILINE,
+)
+_NODE_FIELD = re.compile(rb" N([0-9]+)=([0-9]+)")
+_FILE = b" file="
+_HUGETLB = _KIND_OF.index(Kind.HUGETLB)
+
+
+def _scan_batch(tot: _Totals, text: bytes, start: int, stop: int) -> int | None:
+    """Total the lines of ``text[start:stop]`` (at most MAX_LINE bytes, starting a line) into
+    ``tot`` a batch at a time; return the line count, or None (``tot`` untouched but for its
+    caches) when any line is not as the kernel prints it."""
+    n_lines = text.count(b"\n", start, stop)
+    if stop > start and text[stop - 1] != 0x0A:
+        n_lines += 1
+    rests = _ADDRESS_LINE.findall(text, start, stop)
+    if len(rests) != n_lines:  # a bad address, a blank line: the exact path says which
+        return None
+    counts = Counter(rests)
+    fields = _REST.findall(b"\n".join(counts))
+    if len(fields) != len(counts):
+        return None
+    # per (policy, kind, page size): the node fields of lines seen up to 4 times (repeated
+    # and joined, parsed in one go) and those of lines seen more often, with their counts
+    groups: dict[tuple[bytes, int, bytes], tuple[list[bytes], list[tuple[bytes, int]]]] = {}
+    kinds = tot.kinds
+    for (pol, where, huge, nodes, kb), n in zip(fields, counts.values(), strict=True):
+        if huge:
+            kind = _HUGETLB
+        elif (kind := kinds.get(where, -1)) < 0:
+            kind = _KIND_CODE[_kind(where[len(_FILE):] if where.startswith(_FILE) else None,
+                                    False)]
+            if len(kinds) < 4096:
+                kinds[where] = kind
+        key = (pol, kind, kb)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = ([], [])
+        if n <= 4:
+            group[0].extend((nodes,) * n)
+        else:
+            group[1].append((nodes, n))
+    entries: list[_Entry] = []
+    seen: set[bytes] = set()
+    for (pol, kind, kb_b), (once, more) in groups.items():
+        page_kb = int(kb_b) if kb_b else 0
+        if not tot.check_policy(pol) or (kb_b and not 0 < page_kb <= MAX_PAGE_KB):
+            return None
+        seen.add(pol)
+        pages: dict[bytes, int] = {}
+        for node, p in _NODE_FIELD.findall(b"".join(once)):
+            pages[node] = pages.get(node, 0) + int(p)
+        for nodes, n in more:
+            for node, p in _NODE_FIELD.findall(nodes):
+                pages[node] = pages.get(node, 0) + int(p) * n
+        entries.extend((pol, kind, page_kb, int(node), p) for node, p in pages.items())
+    tot.mappings += n_lines
+    tot.add(entries, seen)
+    return n_lines
+
+
+def _scan_python(tot: _Totals, text: bytes, end: int, lineno: int) -> int:
+    """Total the lines of ``text[:end]`` into ``tot``; return how many lines there were.
+
+    Pieces of at most MAX_LINE bytes go through the batch path, and through the exact
+    line-by-line path when it declines them (or when a line is longer than that).
+    """
+    n = 0
+    start = 0
+    while start < end:
+        stop = end
+        if end - start > MAX_LINE:
+            cut = text.rfind(b"\n", start, start + MAX_LINE) + 1
+            # no newline within MAX_LINE: one line longer than that, which the exact path counts
+            stop = cut if cut > start else text.find(b"\n", start + MAX_LINE, end) + 1 or end
+        got = _scan_batch(tot, text, start, stop) if stop - start <= MAX_LINE else None
+        if got is None:
+            got = _scan_lines(tot, text[start:stop], lineno + n)
+        n += got
+        start = stop
+    return n
 
 
 def _scan_compiled(tot: _Totals, text: bytes, end: int, lineno: int) -> int:

@@ -69,6 +69,10 @@ class ProcFS:
         """Return whether the root is a mounted kernel procfs (not a fixture tree)."""
         return is_live_procfs(self.root)
 
+    def osrelease(self) -> bytes:
+        """Return kernel.osrelease (``uname -r``), read from the procfs root."""
+        return read_small(self.root / "sys" / "kernel" / "osrelease", "osrelease")
+
     def process(self, pid: int) -> ProcessFiles:
         """Return the file accessor of one process."""
         return ProcessFiles(self.root / str(pid), pid)

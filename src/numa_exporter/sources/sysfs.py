@@ -1,4 +1,4 @@
-"""sysfs source: NUMA node files under ``<sysfs>/devices/system/node``."""
+"""sysfs source: NUMA node files, memory tiers and PCI ``numa_node`` under a sysfs root."""
 
 from __future__ import annotations
 
@@ -7,6 +7,39 @@ from pathlib import Path
 
 from numa_exporter.sources.errors import classify
 from numa_exporter.sources.files import read_optional, read_small
+
+NODE_STATES = ("possible", "online", "has_cpu", "has_normal_memory", "has_high_memory",
+               "has_memory", "has_generic_initiator")
+ACCESS_ATTRIBUTES = ("read_latency", "write_latency", "read_bandwidth", "write_bandwidth")
+MAX_DIR_ENTRIES = 4096  # a node's access or initiators folder lists at most a few dozen
+
+
+def _names(path: Path, source: str) -> list[str] | None:
+    """Return the entry names of a folder (at most MAX_DIR_ENTRIES), None if it is absent."""
+    try:
+        with os.scandir(path) as it:
+            out: list[str] = []
+            for e in it:
+                out.append(e.name)
+                if len(out) >= MAX_DIR_ENTRIES:
+                    break
+            return sorted(out)
+    except FileNotFoundError:
+        return None
+    except OSError as err:
+        raise classify(source, str(path), err) from err
+
+
+def _numbered(names: list[str] | None, prefix: str) -> list[int]:
+    """Return N of each ``<prefix>N`` name (ASCII decimal, at most 6 digits), sorted."""
+    out = []
+    for name in names or ():
+        digits = name[len(prefix):]
+        if (name.startswith(prefix) and 0 < len(digits) <= 6 and digits.isascii()
+                and digits.isdigit()):
+            out.append(int(digits))
+    return sorted(out)
+
 
 
 class NodeSysFS:
@@ -49,6 +82,38 @@ class NodeSysFS:
         """Return node<N>/numastat."""
         return self._file(node, "numastat")
 
+    def state(self, name: str) -> bytes | None:
+        """Return a node state list (one of NODE_STATES), None where the kernel lacks it.
+
+        ``has_generic_initiator`` is 5.10+, ``has_high_memory`` only with CONFIG_HIGHMEM.
+        """
+        if name not in NODE_STATES:
+            raise ValueError(f"not a node state file: {name}")
+        return read_optional(self.root / name, "node_state")
+
+    def vmstat(self, node: int) -> bytes:
+        """Return node<N>/vmstat (the node's counters, a superset of its numastat)."""
+        return read_small(self.root / f"node{node}" / "vmstat", "node_vmstat")
+
+    def access_classes(self, node: int) -> list[int]:
+        """Return the Y of each node<N>/accessY folder (none without HMAT/CDAT data)."""
+        return _numbered(_names(self.root / f"node{node}", "node_access"), "access")
+
+    def access_initiators(self, node: int, access: int) -> list[str]:
+        """Return the entry names of node<N>/access<Y>/initiators (links and attributes)."""
+        path = self.root / f"node{node}" / f"access{access}" / "initiators"
+        return _names(path, "node_access") or []
+
+    def access_attributes(self, node: int, access: int) -> dict[str, bytes]:
+        """Return the HMAT attribute files of node<N>/access<Y>/initiators that exist."""
+        base = self.root / f"node{node}" / f"access{access}" / "initiators"
+        out: dict[str, bytes] = {}
+        for name in ACCESS_ATTRIBUTES:
+            data = read_optional(base / name, "node_access")
+            if data is not None:
+                out[name] = data
+        return out
+
     def hugepages(self, node: int) -> dict[int, dict[str, bytes]]:
         """Return, per huge page size in bytes, the raw nr/free/surplus files of the node."""
         base = self.root / f"node{node}" / "hugepages"
@@ -73,3 +138,55 @@ class NodeSysFS:
                     files[f] = data
             out[int(kb) * 1024] = files
         return out
+
+
+class MemoryTierSysFS:
+    """Memory tiers (6.1+) and the demotion switch (5.18+) of one sysfs root."""
+
+    def __init__(self, sysfs: Path) -> None:
+        self.root = sysfs / "devices" / "virtual" / "memory_tiering"
+        self.demotion = sysfs / "kernel" / "mm" / "numa" / "demotion_enabled"
+
+    def tier_ids(self) -> list[int]:
+        """Return the N of each memory_tierN folder (empty on kernels without tiering).
+
+        N is the tier's abstract distance divided by the chunk size: a smaller N is a
+        faster tier (DRAM is 4 by default, dax/kmem memory 22).
+        """
+        return _numbered(_names(self.root, "memory_tier"), "memory_tier")
+
+    def nodelist(self, tier: int) -> bytes:
+        """Return memory_tier<N>/nodelist (kernel list format)."""
+        return read_small(self.root / f"memory_tier{tier}" / "nodelist", "memory_tier")
+
+    def demotion_enabled(self) -> bytes | None:
+        """Return /sys/kernel/mm/numa/demotion_enabled, None where the kernel lacks it."""
+        return read_optional(self.demotion, "demotion_enabled")
+
+
+class PciSysFS:
+    """PCI device attributes of one sysfs root (``bus/pci/devices/<address>``)."""
+
+    def __init__(self, sysfs: Path) -> None:
+        self.root = sysfs / "bus" / "pci" / "devices"
+
+    def numa_node(self, address: str) -> bytes | None:
+        """Return the device's numa_node (-1 where the firmware does not say), None if absent.
+
+        ``address`` must be a full PCI address (``0009:01:00.0``); anything else raises
+        ValueError, so that no other path under the root can be named.
+        """
+        if not _is_pci_address(address):
+            raise ValueError(f"not a PCI address: {address!r}")
+        return read_optional(self.root / address / "numa_node", "pci_numa_node")
+
+
+def _is_pci_address(text: str) -> bool:
+    """Return True for ``DDDD:BB:SS.F`` in hex (domain 4 hex digits, function 0-7)."""
+    parts = text.split(":")
+    if len(parts) != 3 or len(parts[0]) != 4 or len(parts[1]) != 2:
+        return False
+    slot, dot, fn = parts[2].partition(".")
+    hexdigits = "0123456789abcdefABCDEF"
+    return (dot == "." and len(slot) == 2 and fn in tuple("01234567")
+            and all(c in hexdigits for c in parts[0] + parts[1] + slot))

@@ -12,6 +12,12 @@ MAX_HEAD = 16 * 1024  # request line and headers together
 MAX_HEADERS = 100
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _VERSION = re.compile(rb"HTTP/([0-9])\.([0-9])")
+# RFC 9110 field-value: visible ASCII, SP, HTAB and obs-text; NUL, CR, LF and the other
+# controls (and DEL) are refused, not passed on
+_BAD_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+# RFC 9110 Host: uri-host [ ":" port ] -- reg-name, IPv4 or an IP literal in brackets
+_HOST = re.compile(rb"(?:\[[0-9A-Za-z:.]{1,62}\]|[-0-9A-Za-z._~!$&'()*+,;=%]{0,255})"
+                   rb"(?::[0-9]{0,5})?")
 
 
 class BadRequest(Exception):
@@ -82,19 +88,34 @@ def parse_request_line(line: bytes) -> tuple[str, str, tuple[int, int]]:
 
 
 def parse_headers(lines: list[bytes]) -> dict[str, str]:
-    """Return header lines as {lower-case name: value}; repeated names are joined by ','."""
+    """Return header lines as {lower-case name: value}; repeated names are joined by ','.
+
+    Raises BadRequest (400) for a folded or malformed line, a control character other than
+    HTAB in a value (NUL included), and a second or malformed ``Host``.
+    """
     out: dict[str, str] = {}
     for raw in lines:
-        line = raw.rstrip(b"\r\n")
+        line = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1] if raw.endswith(b"\n") else raw
         if line[:1] in (b" ", b"\t"):
             raise BadRequest(400, "folded header line")
         name, sep, value = line.partition(b":")
         if not sep or not _TOKEN.fullmatch(name):
             raise BadRequest(400, "malformed header line")
+        if _BAD_VALUE.search(value):
+            raise BadRequest(400, "control character in a header value")
         key = name.decode("ascii").lower()
-        v = value.strip(b" \t").decode("latin-1")
-        out[key] = f"{out[key]},{v}" if key in out else v
+        v = value.strip(b" \t")
+        if key == "host" and (key in out or not _HOST.fullmatch(v)):
+            raise BadRequest(400, "more than one Host header" if key in out else "bad Host header")
+        text = v.decode("latin-1")
+        out[key] = f"{out[key]},{text}" if key in out else text
     return out
+
+
+def check_host(version: tuple[int, int], headers: dict[str, str]) -> None:
+    """Raise BadRequest (400) for an HTTP/1.1 request without ``Host`` (RFC 9112 3.2)."""
+    if version >= (1, 1) and "host" not in headers:
+        raise BadRequest(400, "HTTP/1.1 request without a Host header")
 
 
 def response_head(status: int, headers: list[tuple[str, str]], length: int,
@@ -109,3 +130,25 @@ def response_head(status: int, headers: list[tuple[str, str]], length: int,
     if not keep_alive:
         lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A response to write: status, content type, the body in pieces (written one after the
+    other, never joined) and extra headers."""
+
+    status: int
+    ctype: str
+    parts: tuple[bytes, ...]
+    headers: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def text(cls, status: int, message: str, *headers: tuple[str, str]) -> Response:
+        """Return a plain-text response of one line."""
+        return cls(status, TEXT, (f"{message}\n".encode(),), headers)
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts)

@@ -1,8 +1,8 @@
-"""Rendering the exposition: format and encoding negotiation, ``name[]`` filtering, and a
-cache of the snapshot families rendered once per completed scan.
+"""Rendering the exposition: ``name[]`` filtering and a cache of the snapshot families
+rendered once per completed scan.
 
 The snapshot-based families change only when a scan completes, so they are rendered once per
-snapshot object and per format (and gzip-compressed once, when asked for); a scrape then
+snapshot object and per body format (and gzip-compressed once, when asked for); a scrape then
 adds only the few live self-metrics (``process_*``, ``python_*``). A gzip body is the cached
 deflate blocks of the snapshot part followed by freshly compressed blocks of the live part,
 in one gzip member (the CRC is carried over), so no scrape recompresses megabytes.
@@ -10,59 +10,19 @@ in one gzip member (the CRC is carried over), so no scrape recompresses megabyte
 
 from __future__ import annotations
 
-import re
 import struct
 import threading
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import Metric as MetricLike
 from prometheus_client.registry import Collector
 
-Encoder = Callable[[Collector], bytes]
+from .negotiate import Body, Format, negotiate_format, wants_gzip
+
 _EOF = b"# EOF\n"
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
-_CTYPE_OK = re.compile(r"[\x20-\x7e]{1,200}", re.ASCII)
-MAX_FORMATS = 4  # cached formats per snapshot; others are rendered uncached
-
-
-def negotiate_format(accept: str) -> tuple[Encoder, str]:
-    """Return (encoder, content type) for an Accept header (text 0.0.4 unless OpenMetrics)."""
-    try:
-        encoder, ctype = choose_encoder(accept[:1024])
-    except Exception:  # a malformed version or escaping in a hostile header
-        encoder, ctype = choose_encoder("")
-    if not _CTYPE_OK.fullmatch(ctype):
-        encoder, ctype = choose_encoder("")
-    return encoder, ctype
-
-
-def wants_gzip(accept_encoding: str) -> bool:
-    """Return whether an Accept-Encoding header accepts gzip (``gzip;q=0`` refuses it)."""
-    gzip_q: float | None = None
-    star_q: float | None = None
-    for item in accept_encoding[:1024].split(","):
-        coding, *params = (p.strip() for p in item.split(";"))
-        q = 1.0
-        for p in params:
-            k, _, v = p.partition("=")
-            if k.strip().lower() == "q":
-                try:
-                    q = float(v.strip())
-                except ValueError:
-                    q = 0.0
-                if not 0.0 <= q <= 1.0:
-                    q = 0.0
-        c = coding.lower()
-        if c in ("gzip", "x-gzip"):
-            gzip_q = q if gzip_q is None else max(gzip_q, q)
-        elif c == "*":
-            star_q = q
-    if gzip_q is not None:
-        return gzip_q > 0
-    return star_q is not None and star_q > 0
 
 
 class _One:
@@ -84,8 +44,8 @@ def family_names(metric: MetricLike) -> frozenset[str]:
     return frozenset(names)
 
 
-def _render(encoder: Encoder, families: Iterable[MetricLike]) -> bytes:
-    body = encoder(_One(families))
+def _render(body_kind: Body, families: Iterable[MetricLike]) -> bytes:
+    body = body_kind.encode(_One(families))
     return body[:-len(_EOF)] if body.endswith(_EOF) else body
 
 
@@ -97,9 +57,9 @@ class Rendered:
     body: bytes
 
     @classmethod
-    def of(cls, encoder: Encoder, families: Iterable[MetricLike]) -> Rendered:
+    def of(cls, body_kind: Body, families: Iterable[MetricLike]) -> Rendered:
         """Return the families rendered one by one (for filtering) and joined."""
-        parts = tuple((family_names(f), _render(encoder, [f])) for f in families)
+        parts = tuple((family_names(f), _render(body_kind, [f])) for f in families)
         return cls(parts, b"".join(p for _, p in parts))
 
     def select(self, names: frozenset[str] | None) -> bytes:
@@ -145,8 +105,10 @@ Cached = Rendered | Deflated
 
 
 class SnapshotCache:
-    """Renders the cached collector once per key (the snapshot object) and format.
+    """Renders the cached collector once per key (the snapshot object) and body format.
 
+    There are at most four renderings per snapshot: the text and the OpenMetrics body, each
+    plain and deflated, whatever clients put in their headers (see ``negotiate``).
     Thread-safe; one rendering at a time, and callers asking for a format being rendered
     wait for that rendering instead of starting another. The previous snapshot's renderings
     are kept until the new ones exist, for scrapes that must not wait (``peek``).
@@ -158,9 +120,9 @@ class SnapshotCache:
         self._lock = threading.Lock()  # guards the dictionaries
         self._render_lock = threading.RLock()
         self._key: object = _Unset
-        self._cur: dict[tuple[str, bool], Cached] = {}
-        self._prev: dict[tuple[str, bool], Cached] = {}
-        self._encoders: dict[tuple[str, bool], Encoder] = {}  # formats asked for, bounded
+        self._cur: dict[tuple[Body, bool], Cached] = {}
+        self._prev: dict[tuple[Body, bool], Cached] = {}
+        self._asked: set[tuple[Body, bool]] = set()  # formats asked for: at most four
         self.renders = 0  # how many times the families were rendered (for tests/bench)
 
     def _roll(self, key: object) -> None:
@@ -170,26 +132,26 @@ class SnapshotCache:
                 self._prev = self._cur
             self._key, self._cur = key, {}
 
-    def peek(self, ctype: str, compressed: bool) -> Cached | None:
+    def peek(self, body: Body, compressed: bool) -> Cached | None:
         """Return the current rendering of this format, else the previous snapshot's, else
         None; never renders."""
-        fmt = (ctype, compressed)
+        fmt = (body, compressed)
         with self._lock:  # _cur holds the newest renderings, whether or not a scan ended since
             return self._cur.get(fmt) or self._prev.get(fmt)
 
-    def ready(self, ctype: str, compressed: bool) -> bool:
+    def ready(self, body: Body, compressed: bool) -> bool:
         """Return whether this format of the current snapshot is rendered."""
         with self._lock:
-            return self.key() is self._key and (ctype, compressed) in self._cur
+            return self.key() is self._key and (body, compressed) in self._cur
 
     def stale(self) -> bool:
         """Return whether a newer snapshot exists than the one last rendered."""
-        return bool(self._encoders) and self.key() is not self._key
+        return bool(self._asked) and self.key() is not self._key
 
-    def get(self, encoder: Encoder, ctype: str, compressed: bool) -> Cached:
+    def get(self, body: Body, compressed: bool) -> Cached:
         """Return the current snapshot in this format (deflated when ``compressed``),
         rendering it when needed."""
-        fmt = (ctype, compressed)
+        fmt = (body, compressed)
         with self._lock:
             self._roll(self.key())
             hit = self._cur.get(fmt)
@@ -204,30 +166,27 @@ class SnapshotCache:
                     return hit
             value: Cached
             if compressed:
-                r = self.get(encoder, ctype, False)
+                r = self.get(body, False)
                 assert isinstance(r, Rendered)
                 value = Deflated.of(r.body)
             else:
-                value = Rendered.of(encoder, self.collector.collect())
+                value = Rendered.of(body, self.collector.collect())
                 self.renders += 1
             with self._lock:
-                known = {c for c, _ in self._cur}
-                if key is self._key and (ctype in known or len(known) < MAX_FORMATS):
+                if key is self._key:
                     self._cur[fmt] = value
-                    self._encoders[fmt] = encoder
-                    while len(self._encoders) > 2 * MAX_FORMATS:
-                        del self._encoders[next(iter(self._encoders))]
+                self._asked.add(fmt)
             return value
 
-    def rendered(self, encoder: Encoder, ctype: str) -> Rendered:
+    def rendered(self, body: Body) -> Rendered:
         """Return the current snapshot's families in this format."""
-        r = self.get(encoder, ctype, False)
+        r = self.get(body, False)
         assert isinstance(r, Rendered)
         return r
 
-    def deflated(self, encoder: Encoder, ctype: str) -> Deflated:
+    def deflated(self, body: Body) -> Deflated:
         """Return the current snapshot's whole body in this format, deflated."""
-        d = self.get(encoder, ctype, True)
+        d = self.get(body, True)
         assert isinstance(d, Deflated)
         return d
 
@@ -235,9 +194,9 @@ class SnapshotCache:
         """Render the current snapshot in every format asked for before, so scrapes after a
         scan find them ready."""
         with self._lock:
-            formats = list(self._encoders.items())
-        for (ctype, compressed), encoder in formats:
-            self.get(encoder, ctype, compressed)
+            formats = sorted(self._asked, key=lambda f: (f[0].value, f[1]))
+        for body, compressed in formats:
+            self.get(body, compressed)
 
 
 class _UnsetType:
@@ -265,32 +224,54 @@ class Exposition:
         return sum(len(p) for p in self.parts)
 
 
-def expose(cache: SnapshotCache, live: Collector | None, accept: str, accept_encoding: str,
-           names: frozenset[str] | None, wait: bool = True) -> Exposition | None:
-    """Return the exposition: the cached snapshot families plus the live ones, negotiated.
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """What one scrape asks for, negotiated: the format, gzip or not, and the ``name[]``
+    selection (None: every family)."""
+
+    format: Format
+    gzip: bool
+    names: frozenset[str] | None = None
+
+    @classmethod
+    def of(cls, accept: str, accept_encoding: str, names: frozenset[str] | None) -> Ask:
+        """Return what the headers and the selection ask for."""
+        return cls(negotiate_format(accept), wants_gzip(accept_encoding), names)
+
+    @property
+    def cached(self) -> bool:
+        """Return whether the answer is made of cached renderings (plus the few live
+        families): False only for a ``name[]`` selection to compress, which is compressed
+        for this scrape alone."""
+        return not (self.gzip and self.names is not None)
+
+
+def expose(cache: SnapshotCache, live: Collector | None, ask: Ask,
+           wait: bool = True) -> Exposition | None:
+    """Return the exposition: the cached snapshot families plus the live ones, as asked.
 
     With ``wait`` the current snapshot is used, rendered if needed; without it whatever is
     already rendered (this snapshot's or the previous one's) is used, and None returned
-    when nothing is, or when the answer needs compressing a filtered body.
+    when nothing is, or when the answer is not ``ask.cached`` (it costs a compression).
     """
-    encoder, ctype = negotiate_format(accept)
-    gz = wants_gzip(accept_encoding)
-    whole_gz = names is None and gz
+    body_kind = ask.format.body
+    whole_gz = ask.names is None and ask.gzip
     cached: Cached | None
     if wait:
-        cached = cache.get(encoder, ctype, whole_gz)
-    elif gz and names is not None:
+        cached = cache.get(body_kind, whole_gz)
+    elif not ask.cached:
         return None
     else:
-        cached = cache.peek(ctype, whole_gz)
+        cached = cache.peek(body_kind, whole_gz)
         if cached is None:
             return None
+    ctype = ask.format.content_type
     live_fams = list(live.collect()) if live is not None else []
-    live_body = Rendered.of(encoder, live_fams).select(names)
-    tail = live_body + (_EOF if ctype.startswith("application/openmetrics-text") else b"")
+    live_body = Rendered.of(body_kind, live_fams).select(ask.names)
+    tail = live_body + (_EOF if ask.format.openmetrics else b"")
     if isinstance(cached, Deflated):
         return Exposition(gzip_join(cached, tail), ctype, True)
-    body = cached.select(names)
-    if gz:
+    body = cached.select(ask.names)
+    if ask.gzip:
         return Exposition((gzip_whole(body + tail),), ctype, True)
     return Exposition((body, tail), ctype, False)

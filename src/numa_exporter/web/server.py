@@ -4,17 +4,16 @@ Why asyncio: an idle connection, a client that never finishes its headers or one
 its response slowly costs a socket and a few kilobytes, never a thread. Every phase is
 bounded in time (headers, keep-alive idle, whole response write, TLS handshake), concurrent
 scrapes are capped (``--web.max-requests``, 503 beyond) and open connections are capped below
-the file-descriptor limit, so the sampler can always open /proc files. Rendering and bcrypt
-run in small fixed pools (2 + 1 threads), off the loop. Responses are written in 64 KiB
-slices of one shared body, waiting for the client to drain each, so slow readers hold no
-copy of it.
+the file-descriptor limit, so the sampler can always open /proc files. Rendering, the
+uncached renderings and bcrypt run in small fixed pools (2 + 1 + 1 threads), off the loop.
+Responses are written in 64 KiB slices of one shared body, waiting for the client to drain
+each, so slow readers hold no copy of it. What each request gets is ``handlers.py``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import html
 import resource
 import socket
 import ssl
@@ -27,42 +26,30 @@ from typing import Any
 import structlog
 from prometheus_client.registry import Collector
 
-from numa_exporter import __version__
-
 from .address import bind
-from .auth import BasicAuth, parse_basic
+from .auth import BasicAuth
+from .auth_queue import CheckQueue, check_executor, peer_key
 from .config import WebSettings
+from .handlers import Handlers, Limit
 from .http1 import (
     MAX_HEAD,
     MAX_HEADERS,
     BadRequest,
     Request,
+    Response,
+    check_host,
     parse_headers,
     parse_request_line,
     response_head,
 )
-from .render import SnapshotCache, expose
+from .render import SnapshotCache
 
 log = structlog.get_logger("numa_exporter.web")
 
 CHUNK = 64 * 1024
 MAX_BODY = 64 * 1024  # request bodies (none expected) are read and dropped up to this
-_HTML = "text/html; charset=utf-8"
-_TEXT = "text/plain; charset=utf-8"
-Health = Callable[[], tuple[bool, str]]  # /-/healthy: (True, "") or (False, why)
 _PLAIN_ON_TLS = (b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n"
                  b"Connection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
-
-
-def landing_page(path: str) -> bytes:
-    """Return the HTML of the landing page, linking to the telemetry path."""
-    p = html.escape(path)
-    return (
-        "<!doctype html><html><head><title>numa-exporter</title></head><body>"
-        f"<h1>numa-exporter {html.escape(__version__)}</h1>"
-        "<p>Per-process NUMA memory placement for Prometheus.</p>"
-        f'<p><a href="{p}">{p}</a></p></body></html>\n'
-    ).encode()
 
 
 def raise_fd_limit() -> None:
@@ -108,21 +95,13 @@ class ClientLog:
         log.info(event, **kw)
 
 
-class _Response:
-    def __init__(self, status: int, ctype: str, body: bytes | tuple[bytes, ...],
-                 headers: list[tuple[str, str]] | None = None) -> None:
-        self.status, self.ctype = status, ctype
-        self.parts = (body,) if isinstance(body, bytes) else body
-        self.headers = headers or []
-
-
 class WebServer:
     """Serves the landing page, health endpoints and the exposition."""
 
     def __init__(self, settings: WebSettings, cache: SnapshotCache,
-                 live: Collector | None, health: Health | None = None) -> None:
+                 live: Collector | None,
+                 health: Callable[[], str | None] | None = None) -> None:
         self.settings = settings
-        self.health = health
         self.cache = cache
         self.live = live
         self.auth = BasicAuth(settings.config.users)
@@ -130,17 +109,33 @@ class WebServer:
         self.client_log = ClientLog()
         self.max_connections = max_connections()
         self.connections = 0
-        self.in_flight = 0
-        self.rejected = 0
+        self.refused = 0  # connections closed at once: too many open
+        self.scrapes = Limit(settings.max_requests)  # --web.max-requests
         self._sock: socket.socket | None = None
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(self._loop_error)
         self._render = ThreadPoolExecutor(2, thread_name_prefix="numa-web-render")
-        self._bcrypt = ThreadPoolExecutor(1, thread_name_prefix="numa-web-auth")
+        self._uncached = ThreadPoolExecutor(1, thread_name_prefix="numa-web-uncached")
+        self._bcrypt = check_executor()
+        self.checks = CheckQueue(self.auth.verify, self._bcrypt)
+        self.handlers = Handlers(settings, cache, live, auth=self.auth, checks=self.checks,
+                                 scrapes=self.scrapes, render=self._render,
+                                 uncached=self._uncached, on_stale=self._stale,
+                                 health=health, note=self.client_log)
         self._thread = threading.Thread(target=self._run, name="numa-web", daemon=True)
         self._stopped: asyncio.Event | None = None
         self._tasks: set[asyncio.Future[None]] = set()
         self._kick: asyncio.Event | None = None
+
+    @property
+    def in_flight(self) -> int:
+        """Return how many scrapes are being answered now (what --web.max-requests caps)."""
+        return self.scrapes.held
+
+    @property
+    def rejected(self) -> int:
+        """Return how many connections and scrapes were refused for the limits."""
+        return self.refused + self.scrapes.rejected
 
     @property
     def address(self) -> tuple[str, int]:
@@ -161,8 +156,8 @@ class WebServer:
         if self._stopped is not None:
             self._loop.call_soon_threadsafe(self._stopped.set)
         self._thread.join(timeout)
-        self._render.shutdown(wait=False, cancel_futures=True)
-        self._bcrypt.shutdown(wait=False, cancel_futures=True)
+        for pool in (self._render, self._uncached, self._bcrypt):
+            pool.shutdown(wait=False, cancel_futures=True)
 
     # --- loop ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -207,6 +202,11 @@ class WebServer:
                     failed = key
                     log.error("rendering failed", error=repr(exc))
 
+    def _stale(self) -> None:
+        """Wake the refresh task: a newer snapshot exists than the one rendered."""
+        if self._kick is not None:
+            self._kick.set()
+
     def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         exc = context.get("exception")
         self.client_log("http connection error", message=str(context.get("message")),
@@ -222,18 +222,18 @@ class WebServer:
                 await asyncio.sleep(0.1)
                 continue
             if self.connections >= self.max_connections:
-                self.rejected += 1
+                self.refused += 1
                 self.client_log("http connection refused", peer=_peer(peer),
                                 reason="too many open connections",
                                 limit=self.max_connections)
                 sock.close()
                 continue
             self.connections += 1
-            task = asyncio.ensure_future(self._connection(sock, _peer(peer)))
+            task = asyncio.ensure_future(self._connection(sock, _peer(peer), _key(peer)))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _connection(self, sock: socket.socket, peer: str) -> None:
+    async def _connection(self, sock: socket.socket, peer: str, key: str) -> None:
         writer: asyncio.StreamWriter | None = None
         try:
             sock.setblocking(False)
@@ -245,7 +245,7 @@ class WebServer:
             reader, writer = await self._streams(sock, peer)
             if writer is None:
                 return
-            await self._requests(reader, writer, peer)
+            await self._requests(reader, writer, peer, key)
         except (ConnectionError, OSError, ssl.SSLError) as exc:
             self.client_log("http client error", peer=peer, error=_err(exc))
         except asyncio.CancelledError:
@@ -330,7 +330,9 @@ class WebServer:
 
     # --- requests -----------------------------------------------------------------------
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        peer: str) -> None:
+                        peer: str, key: str) -> None:
+        """Answer the connection's requests one after the other (so one client connection
+        never has two requests, or two credential checks, outstanding)."""
         loop = asyncio.get_running_loop()
         first = True
         while True:
@@ -341,8 +343,8 @@ class WebServer:
             except BadRequest as exc:
                 self.client_log("http bad request", peer=peer, status=exc.status,
                                 error=exc.reason)
-                if await self._write(writer, _Response(exc.status, _TEXT,
-                                                       f"{exc.reason}\n".encode()), False, False):
+                if await self._write(writer, Response.text(exc.status, exc.reason), False,
+                                     False):
                     await self._linger(reader, writer)
                 return
             if req is None:
@@ -350,15 +352,15 @@ class WebServer:
             first = False
             keep = req.keep_alive
             try:
-                resp = await self._respond(req, reader)
+                resp = await self.handlers.respond(req, key)
             except BadRequest as exc:
                 self.client_log("http bad request", peer=peer, status=exc.status,
                                 error=exc.reason)
-                resp, keep = _Response(exc.status, _TEXT, f"{exc.reason}\n".encode()), False
+                resp, keep = Response.text(exc.status, exc.reason), False
             except Exception as exc:  # a bug (in a collector, say): answer 500, say so once
                 log.error("http request failed", peer=peer, path=req.target[:200],
                           error=repr(exc))
-                resp, keep = _Response(500, _TEXT, b"internal server error\n"), False
+                resp, keep = Response.text(500, "internal server error"), False
             if not await self._write(writer, resp, req.method == "HEAD", keep, peer):
                 return
             if not keep:
@@ -415,7 +417,9 @@ class WebServer:
             raise BadRequest(431, "request header line too long") from None
         except TimeoutError:
             raise BadRequest(408, "request headers not received in time") from None
-        req = Request(method, target, version, parse_headers(lines))
+        headers = parse_headers(lines)
+        check_host(version, headers)
+        req = Request(method, target, version, headers)
         await self._drop_body(req, reader, head_deadline)
         return req
 
@@ -436,68 +440,12 @@ class WebServer:
             except (asyncio.IncompleteReadError, TimeoutError):
                 raise BadRequest(400, "incomplete request body") from None
 
-    async def _respond(self, req: Request, reader: asyncio.StreamReader) -> _Response:
-        if req.method not in ("GET", "HEAD"):
-            return _Response(405, _TEXT, b"method not allowed\n", [("Allow", "GET, HEAD")])
-        path, _ = req.path_and_query()
-        if self.auth.enabled and not await self._authorized(req):
-            return _Response(401, _TEXT, b"Unauthorized\n",
-                             [("WWW-Authenticate", 'Basic realm="numa-exporter"')])
-        if path == self.settings.telemetry_path:
-            return await self._metrics(req)
-        if path == "/":
-            return _Response(200, _HTML, landing_page(self.settings.telemetry_path))
-        if path == "/-/healthy" and self.health is not None:
-            ok, reason = self.health()
-            if not ok:
-                return _Response(503, _TEXT, f"unhealthy: {reason}\n".encode())
-        if path in ("/-/healthy", "/-/ready"):
-            return _Response(200, _TEXT, b"OK\n")
-        return _Response(404, _TEXT, b"not found\n")
-
-    async def _authorized(self, req: Request) -> bool:
-        creds = parse_basic(req.headers.get("authorization"))
-        if creds is None:
-            return False
-        if self.auth.cached(*creds):
-            return True
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._bcrypt, self.auth.verify, *creds)
-
-    async def _metrics(self, req: Request) -> _Response:
-        limit = self.settings.max_requests
-        if limit and self.in_flight >= limit:
-            self.rejected += 1
-            return _Response(503, _TEXT, b"too many concurrent scrapes; retry later\n",
-                             [("Retry-After", "1")])
-        self.in_flight += 1
-        try:
-            loop = asyncio.get_running_loop()
-            names = req.names()
-            accept = req.headers.get("accept", "")
-            encoding = req.headers.get("accept-encoding", "")
-            # already rendered (this scan's or, while it renders, the previous scan's):
-            # joining it with the live families takes ~0.2 ms, done right here
-            expo = expose(self.cache, self.live, accept, encoding, names, wait=False)
-            if self.cache.stale() and self._kick is not None:
-                self._kick.set()
-            if expo is None:
-                expo = await loop.run_in_executor(self._render, expose, self.cache, self.live,
-                                                  accept, encoding, names)
-            assert expo is not None
-        finally:
-            self.in_flight -= 1
-        headers = [("Vary", "Accept-Encoding")]
-        if expo.gzipped:
-            headers.append(("Content-Encoding", "gzip"))
-        return _Response(200, expo.content_type, expo.parts, headers)
-
-    async def _write(self, writer: asyncio.StreamWriter, resp: _Response, head_only: bool,
+    async def _write(self, writer: asyncio.StreamWriter, resp: Response, head_only: bool,
                      keep_alive: bool, peer: str = "") -> bool:
         """Write a response within the write timeout; return False when the client failed."""
         headers = [("Content-Type", resp.ctype), *resp.headers,
                    *self.settings.config.headers]
-        length = sum(len(p) for p in resp.parts)
+        length = len(resp)
         head = response_head(resp.status, headers, length, keep_alive)
         try:
             async with asyncio.timeout(self.settings.write_timeout):
@@ -533,6 +481,13 @@ def _peer(addr: Any) -> str:
     return str(addr)
 
 
+def _key(addr: Any) -> str:
+    """Return the client address the per-client limits are kept by."""
+    if isinstance(addr, tuple) and addr:
+        return peer_key(str(addr[0]))
+    return str(addr)
+
+
 def _err(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
@@ -542,10 +497,12 @@ def _err(exc: BaseException) -> str:
 
 
 def serve(settings: WebSettings, cached: Collector, key: Callable[[], object],
-          live: Collector | None, health: Health | None = None) -> WebServer:
+          live: Collector | None, health: Callable[[], str | None] | None = None
+          ) -> WebServer:
     """Return a started server: ``cached`` rendered once per ``key()`` object, ``live`` per
-    scrape (None: no live families), ``/-/healthy`` answering 503 with the reason while
-    ``health()`` says not ok. Raises OSError when the address cannot be bound."""
+    scrape (None: no live families); ``/-/healthy`` answers 503 with the reason ``health()``
+    returns when it returns one (None: always 200). Raises OSError when the address cannot
+    be bound."""
     server = WebServer(settings, SnapshotCache(cached, key), live, health)
     server.start()
     return server

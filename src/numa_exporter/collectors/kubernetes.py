@@ -1,0 +1,81 @@
+"""Collector ``kubernetes`` (families declared; wiring into the scan comes with the snapshot).
+
+Info families that join the per-process and per-cgroup metrics to pods, and the kubelet's
+NUMA assignments per container (docs/kubernetes.md):
+
+* ``numa_process_kubernetes_info{pid, namespace, pod, container, uid, container_id}``;
+* ``numa_cgroup_kubernetes_info{cgroup, namespace, pod, container, uid, container_id, qos}``;
+* ``numa_kubernetes_container_assigned_nodes_info{namespace, pod, container, uid, resource,
+  nodes}``.
+
+``emit_view`` builds them from a ``KubernetesView`` and the (pid, cgroup) pairs of the
+scanned processes; the registry entry and the snapshot field are added when the reader is
+wired into the scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from prometheus_client.core import Metric
+
+from numa_exporter.collectors.spec import MetricSpec
+from numa_exporter.model.kubernetes import ContainerRef, KubernetesView
+from numa_exporter.parsers.cpulist import format_cpulist
+from numa_exporter.parsers.text import label_text
+
+from .families import family
+
+POD = ("namespace", "pod", "container", "uid", "container_id")
+PROCESS = MetricSpec(
+    "numa_process_kubernetes_info", "info",
+    "Always 1; the pod and container the process runs in, from its cgroup and the node's "
+    "files (container_id as kube-state-metrics writes it, runtime://id; namespace, pod or "
+    "container empty where no file on the node names them). Join on pid.",
+    ("pid", *POD))
+CGROUP = MetricSpec(
+    "numa_cgroup_kubernetes_info", "info",
+    "Always 1; the pod and container a cgroup belongs to, and the pod's QoS class "
+    "(Guaranteed, Burstable, BestEffort; empty where the path hides it). Join on cgroup.",
+    ("cgroup", *POD, "qos"))
+ASSIGNED = MetricSpec(
+    "numa_kubernetes_container_assigned_nodes_info", "info",
+    "Always 1; the NUMA nodes the kubelet assigned the container for a resource: cpu (the "
+    "nodes of its exclusive CPUs, CPU Manager static policy), memory and hugepages-* "
+    "(Memory Manager), and each device resource (the device manager; nodes empty when "
+    "the plugin reported no topology), from the kubelet's checkpoint files.",
+    ("namespace", "pod", "container", "uid", "resource", "nodes"))
+
+SPECS = (PROCESS, CGROUP, ASSIGNED)
+
+
+def _names(ref: ContainerRef) -> list[str]:
+    """Return the pod labels of ``ref`` through label_text, the one function every
+    identifying label goes through (validated names come back unchanged)."""
+    return [label_text(v) for v in (ref.namespace, ref.pod, ref.container, ref.uid,
+                                     ref.container_id)]
+
+
+def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
+              ) -> Iterator[Metric]:
+    """Yield the three families for ``view`` and the scanned (pid, cgroup key) pairs.
+
+    Only containers (not pause, monitor or pod-level cgroups) get a process series.
+    """
+    proc, cg, assigned = family(PROCESS), family(CGROUP), family(ASSIGNED)
+    for pid, key in sorted(processes, key=lambda p: p[0]):
+        ref = view.cgroups.get(key) if key is not None else None
+        if ref is None or ref.kind != "container":
+            continue
+        proc.add_metric([str(pid), *_names(ref)], 1)
+    for key, ref in sorted(view.cgroups.items()):
+        if ref.kind in ("container", "pod"):
+            cg.add_metric([label_text(key), *_names(ref), label_text(ref.qos)], 1)
+    for (uid, container), a in sorted(view.assignments.items()):
+        namespace, pod = view.pods.get(uid, ("", ""))
+        for resource, nodes in sorted(a.by_resource().items()):
+            assigned.add_metric([*map(label_text, (namespace, pod, container, uid, resource)),
+                                 format_cpulist(nodes)], 1)
+    yield proc
+    yield cg
+    yield assigned

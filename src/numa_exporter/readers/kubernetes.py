@@ -1,0 +1,302 @@
+"""Kubernetes attribution and the kubelet's assignments, from the node's files only.
+
+Given the cgroups of one scan's processes, ``KubernetesReader.read`` returns a frozen
+``KubernetesView``: which pod and container each cgroup is (``parsers/kubepods_cgroup.py``),
+their namespace and names (the runtime's ``config.json`` annotations, else the pod log
+directories' names), and what the kubelet assigned each container (its CPU Manager,
+Memory Manager and device manager checkpoints), in NUMA nodes. No API server, no runtime
+socket: only files under ``--path.rootfs`` (``sources/rootfs.py``).
+
+Each problem is counted once per read through the scan's ``ErrorReporter`` and logged once:
+an unreadable file (``numa_exporter_read_errors_total``), a checkpoint that does not parse,
+has an unknown format or a checksum the kubelet would refuse, names nodes or CPUs the host
+does not have (``numa_exporter_parse_errors_total``). Nothing else is lost: the rest of the
+view is built from what could be read. On a host without pods nothing is read at all.
+
+Checkpoints are parsed again only when their file changed (the kubelet replaces them by
+rename: a new inode); runtime specs once per container.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import structlog
+
+from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
+from numa_exporter.parsers import cpu_manager_state as cms
+from numa_exporter.parsers import kubelet_internal_checkpoint as kic
+from numa_exporter.parsers import memory_manager_state as mms
+from numa_exporter.parsers.kubepods_cgroup import ID_PREFIX, KubepodsCgroup, kubepods_of
+from numa_exporter.parsers.oci_config import MAX_BYTES as MAX_OCI_BYTES
+from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
+from numa_exporter.parsers.pod_log_dir import parse_pod_log_dir
+from numa_exporter.parsers.proc_cgroup import ProcCgroup
+from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.sources.errors import SourceError
+from numa_exporter.sources.rootfs import (
+    CONTAINERD_TASKS,
+    CPU_MANAGER_STATE,
+    CRIO_CONTAINERS,
+    DEVICE_CHECKPOINT,
+    MEMORY_MANAGER_STATE,
+    POD_LOGS,
+    RootFS,
+)
+
+log = structlog.get_logger("numa_exporter.kubernetes")
+
+T = TypeVar("T")
+MAX_SPEC_CACHE = 4096  # runtime specs kept between reads (containers seen recently)
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    signature: tuple[int, int, int, int]
+    value: Any
+
+
+def _nodes_of(cpus: frozenset[int], cpu_node: Mapping[int, int]) -> frozenset[int] | None:
+    """Return the nodes of ``cpus``, None when one of them is not a CPU of this host."""
+    nodes = {cpu_node.get(c) for c in cpus}
+    if None in nodes:
+        return None
+    return frozenset(n for n in nodes if n is not None)
+
+
+class _Builder:
+    """Assignments of one read, collected per container, checked against the host."""
+
+    def __init__(self, nodes: frozenset[int], cpu_node: Mapping[int, int]) -> None:
+        self.nodes, self.cpu_node = nodes, cpu_node
+        self.memory: dict[tuple[str, str], dict[str, frozenset[int]]] = {}
+        self.cpus: dict[tuple[str, str], frozenset[int]] = {}
+        self.cpus_by_id: dict[str, frozenset[int]] = {}
+        self.devices: dict[tuple[str, str], dict[str, frozenset[int]]] = {}
+        self.unknown_nodes: set[int] = set()
+        self.unknown_cpus = 0
+
+    def known(self, nodes: frozenset[int]) -> frozenset[int]:
+        """Return ``nodes`` less those the host does not have (remembered for the log)."""
+        bad = nodes - self.nodes
+        self.unknown_nodes |= bad
+        return nodes - bad
+
+    def add_memory(self, key: tuple[str, str], blocks: tuple[mms.MemoryBlock, ...]) -> None:
+        per = self.memory.setdefault(key, {})
+        for b in blocks:
+            nodes = self.known(b.nodes)
+            if nodes:
+                per[b.type] = per.get(b.type, frozenset()) | nodes
+
+    def assignment(self, cpus: frozenset[int] | None, memory: dict[str, frozenset[int]],
+                   devices: dict[str, frozenset[int]]) -> Assignment:
+        cpu_nodes: frozenset[int] | None = None
+        if cpus is not None:
+            cpu_nodes = _nodes_of(cpus, self.cpu_node)
+            if cpu_nodes is None:
+                self.unknown_cpus += 1
+                cpus = None
+        mem_nodes = frozenset().union(*memory.values()) if memory else None
+        return Assignment(mem_nodes or None, dict(memory), cpus, cpu_nodes, dict(devices))
+
+
+class KubernetesReader:
+    """Reads the node's Kubernetes files under a root; keeps what it parsed between reads."""
+
+    def __init__(self, fs: RootFS) -> None:
+        self.fs = fs
+        self._checkpoints: dict[str, _Cached] = {}
+        self._specs: dict[str, OciConfig | None] = {}
+        self._quiet_said = False
+
+    # --- files -------------------------------------------------------------------------
+
+    def _checkpoint(self, name: str, source: str, limit: int,
+                    parse: Callable[[bytes], T], errors: ErrorReporter) -> T | None:
+        """Return the parsed kubelet checkpoint ``name``, from cache while it is unchanged."""
+        host_path = self.fs.kubelet_path(name)
+        sig = self.fs.signature(host_path)
+        if sig is None:
+            self._checkpoints.pop(host_path, None)
+            return None
+        cached = self._checkpoints.get(host_path)
+        if cached is not None and cached.signature == sig:
+            value: T = cached.value
+            return value
+        try:
+            data = self.fs.read(host_path, source, limit)
+        except SourceError as err:
+            errors.read(err)
+            return None
+        if data is None:
+            return None
+        try:
+            parsed = parse(data)
+        except Exception as exc:  # a parser bug costs this file, never the scan
+            errors.bug(source, host_path, exc)
+            return None
+        self._checkpoints[host_path] = _Cached(sig, parsed)
+        return parsed
+
+    def _report(self, source: str, host_path: str, error: str, count: int,
+                errors: ErrorReporter) -> None:
+        if count or error:
+            errors.parse(source, host_path, max(count, 1), error=error)
+
+    def _spec(self, cid: str, errors: ErrorReporter) -> OciConfig | None:
+        """Return the runtime spec of container ``cid`` (containerd's, else CRI-O's)."""
+        if cid in self._specs:
+            return self._specs[cid]
+        found: OciConfig | None = None
+        for host_path, source in ((f"{CONTAINERD_TASKS}/{cid}/config.json", "containerd_spec"),
+                                  (f"{CRIO_CONTAINERS}/{cid}/userdata/config.json",
+                                   "crio_spec")):
+            try:
+                data = self.fs.read(host_path, source, MAX_OCI_BYTES)
+            except SourceError as err:
+                errors.read(err)
+                return None  # not cached: tried again next read
+            if data is None:
+                continue
+            found = parse_oci_config(data)
+            if found.error_count:
+                self._report(source, host_path, found.error, found.error_count, errors)
+            if not found.runtime:
+                found = OciConfig(runtime="containerd" if source == "containerd_spec"
+                                  else "cri-o", type=found.type)
+            break
+        if len(self._specs) >= MAX_SPEC_CACHE:
+            self._specs.clear()
+        self._specs[cid] = found
+        return found
+
+    def _pods(self, errors: ErrorReporter) -> dict[str, tuple[str, str]]:
+        """Return pod UID -> (namespace, name) from the pod log directories' names."""
+        try:
+            names = self.fs.listdir(POD_LOGS, "pod_logs")
+        except SourceError as err:
+            errors.read(err)
+            return {}
+        out: dict[str, tuple[str, str]] = {}
+        for name in names or ():
+            p = parse_pod_log_dir(name)
+            if p is not None:
+                out[p.uid] = (p.namespace, p.pod)
+        return out
+
+    # --- the view ----------------------------------------------------------------------
+
+    def read(self, groups: Iterable[ProcCgroup], cpu_node: Mapping[int, int],
+             nodes: frozenset[int], errors: ErrorReporter) -> KubernetesView:
+        """Return the view of the cgroups in ``groups`` (processes' ``/proc/<pid>/cgroup``).
+
+        ``cpu_node`` maps each CPU of the host to its node, ``nodes`` are the host's nodes;
+        an assignment naming others is reported and left without them.
+        """
+        found: dict[str, KubepodsCgroup] = {}
+        for g in groups:
+            key = g.path_for("memory") or g.v2_path
+            if key and key not in found:
+                k = kubepods_of(g)
+                if k is not None:
+                    found[key] = k
+        if not found:
+            if not self._quiet_said:
+                log.debug("no process in a Kubernetes pod cgroup; kubelet files not read")
+                self._quiet_said = True
+            return KubernetesView()
+        self._quiet_said = False
+        pods = self._pods(errors)
+        cgroups: dict[str, ContainerRef] = {}
+        seen_ids: set[str] = set()
+        for key, k in sorted(found.items()):
+            spec = self._spec(k.container_id, errors) if k.container_id else None
+            seen_ids.add(k.container_id)
+            cgroups[key] = self._ref(k, spec, pods)
+        for cid in [c for c in self._specs if c not in seen_ids]:
+            del self._specs[cid]
+        for ref in cgroups.values():
+            if ref.namespace and ref.uid not in pods:
+                pods[ref.uid] = (ref.namespace, ref.pod)
+        return self._with_assignments(cgroups, pods, cpu_node, nodes, errors)
+
+    @staticmethod
+    def _ref(k: KubepodsCgroup, spec: OciConfig | None,
+             pods: Mapping[str, tuple[str, str]]) -> ContainerRef:
+        runtime = k.runtime or (spec.runtime if spec is not None else "")
+        kind = k.kind
+        if spec is not None and spec.type == "sandbox" and kind == "container":
+            kind = "sandbox"
+        namespace, pod = pods.get(k.pod_uid, ("", ""))
+        container = ""
+        if spec is not None and (not spec.uid or spec.uid == k.pod_uid):
+            namespace, pod = spec.namespace or namespace, spec.pod or pod
+            container = spec.container if kind == "container" else ""
+        cid = ID_PREFIX.get(runtime, "") + k.container_id if k.container_id else ""
+        return ContainerRef(k.pod_uid, k.qos, namespace, pod, container, cid, kind, runtime)
+
+    def _with_assignments(self, cgroups: dict[str, ContainerRef],
+                          pods: dict[str, tuple[str, str]], cpu_node: Mapping[int, int],
+                          nodes: frozenset[int], errors: ErrorReporter) -> KubernetesView:
+        b = _Builder(nodes, cpu_node)
+        cpu_path = self.fs.kubelet_path(CPU_MANAGER_STATE)
+        mem_path = self.fs.kubelet_path(MEMORY_MANAGER_STATE)
+        dev_path = self.fs.kubelet_path(DEVICE_CHECKPOINT)
+        cpu = self._checkpoint(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
+                               cms.parse_cpu_manager_state, errors)
+        mem = self._checkpoint(MEMORY_MANAGER_STATE, "memory_manager_state", mms.MAX_BYTES,
+                               mms.parse_memory_manager_state, errors)
+        dev = self._checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
+                               kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors)
+        if cpu is not None:
+            self._report("cpu_manager_state", cpu_path, cpu.error, cpu.error_count, errors)
+            if cpu.usable:
+                b.cpus.update(cpu.containers)
+                b.cpus_by_id.update(cpu.by_container_id)
+                self._pod_level_cpus(b, cpu.pods, cgroups)
+        if mem is not None:
+            self._report("memory_manager_state", mem_path, mem.error, mem.error_count, errors)
+            if mem.usable:
+                for key, blocks in mem.containers.items():
+                    b.add_memory(key, blocks)
+                for ref in cgroups.values():
+                    key = (ref.uid, ref.container)
+                    if ref.container and key not in b.memory and ref.uid in mem.pods:
+                        b.add_memory(key, mem.pods[ref.uid])
+        if dev is not None:
+            self._report("kubelet_internal_checkpoint", dev_path, dev.error, dev.error_count,
+                         errors)
+            if dev.usable:
+                for e in dev.entries:
+                    per = b.devices.setdefault((e.pod_uid, e.container), {})
+                    per[e.resource] = per.get(e.resource, frozenset()) | b.known(e.nodes)
+        assignments: dict[tuple[str, str], Assignment] = {}
+        for key in sorted({*b.cpus, *b.memory, *b.devices}):
+            a = b.assignment(b.cpus.get(key), b.memory.get(key, {}), b.devices.get(key, {}))
+            if not a.empty:
+                assignments[key] = a
+        by_id = {cid: b.assignment(c, {}, {}) for cid, c in b.cpus_by_id.items()}
+        by_id = {cid: a for cid, a in by_id.items() if not a.empty}
+        if b.unknown_nodes:
+            listed = ",".join(str(n) for n in sorted(b.unknown_nodes)[:16])
+            errors.parse("kubelet_assignment", "NUMA nodes", len(b.unknown_nodes),
+                         error="the kubelet's checkpoints name NUMA nodes this host does "
+                               f"not have: {listed}")
+        if b.unknown_cpus:
+            errors.parse("kubelet_assignment", "CPUs", b.unknown_cpus,
+                         error="the CPU Manager checkpoint names CPUs this host does not "
+                               "have; those containers' CPU nodes are left out")
+        return KubernetesView(cgroups, pods, assignments, by_id,
+                              cpu.policy if cpu is not None and cpu.usable else "",
+                              mem.policy if mem is not None and mem.usable else "")
+
+    @staticmethod
+    def _pod_level_cpus(b: _Builder, pod_cpus: Mapping[str, frozenset[int]],
+                        cgroups: Mapping[str, ContainerRef]) -> None:
+        """Give containers without their own CPUs their pod's (pod-level resources)."""
+        for ref in cgroups.values():
+            key = (ref.uid, ref.container)
+            if ref.container and key not in b.cpus and ref.uid in pod_cpus:
+                b.cpus[key] = pod_cpus[ref.uid]
