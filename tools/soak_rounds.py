@@ -159,7 +159,7 @@ def log_write_failure(soak: Soak) -> HostileCheck:
     url = f"http://{HOST}:{port}/metrics"
     r, w = os.pipe()
     cmd = [*soak.exporter, f"--web.listen-address={HOST}:{port}", "--path.procfs=/proc",
-           "--scan.interval=200ms", f"--process.include=^{WORKER_PREFIX}",
+           "--scan.interval=500ms", f"--process.include=^{WORKER_PREFIX}",
            "--process.min-resident=16MiB", "--no-collector.accelerator", "--log.level=debug"]
     try:
         proc = subprocess.Popen(cmd, stdout=w, stderr=w, stdin=subprocess.DEVNULL)
@@ -171,7 +171,7 @@ def log_write_failure(soak: Soak) -> HostileCheck:
             for _ in range(3):  # `| head -n 3`
                 reader.readline()
         before = _wait_scans(soak, 1, 20, url)
-        after = _wait_scans(soak, before + 5, 20, url)
+        after = _wait_scans(soak, before + 4, 20, url)
         with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as resp:
             for name, labels, v in _samples(resp.read().decode()):
                 if name == "numa_exporter_log_write_errors_total" and labels.get(
@@ -184,7 +184,7 @@ def log_write_failure(soak: Soak) -> HostileCheck:
         except subprocess.TimeoutExpired:
             proc.kill()
             rc = proc.wait()
-    passed = before >= 1 and after >= before + 5 and lost > 0 and rc == 0
+    passed = before >= 1 and after >= before + 4 and lost > 0 and rc == 0
     return _check("log_write_failure", passed,
                   f"reader gone after 3 lines: scans {before:.0f} -> {after:.0f}, "
                   f"{lost:.0f} lines lost and counted, SIGTERM exit {rc}")
