@@ -62,7 +62,8 @@ def _raw_bytes(raw: bytes | str) -> bytes:
 
 def label_text(raw: bytes | str, limit: int = MAX_LABEL_CHARS) -> str:
     """Return ``raw`` as a label value: valid UTF-8, no control characters, at most
-    ``limit`` characters, and different for every different ``raw`` (see the module).
+    ``limit`` characters (``limit`` is at least the 22 characters of the hash mark), and
+    different for every different ``raw`` (see the module).
 
     Undecodable bytes (or their surrogateescape stand-ins in a ``str``) become ``\\xNN``.
     """
