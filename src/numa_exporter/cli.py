@@ -80,6 +80,12 @@ def _pid(text: str) -> int:
     return int(text)
 
 
+def _host_path(text: str) -> str:
+    if not text.startswith("/") or "\0" in text or len(text) > 4096:
+        raise argparse.ArgumentTypeError(f"not an absolute host path: {text[:80]!r}")
+    return text
+
+
 class _VersionAction(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
                  default: Any = argparse.SUPPRESS, help: str | None = None) -> None:
@@ -120,6 +126,14 @@ def _add_shared(p: argparse.ArgumentParser, *, top: bool) -> None:
       help="procfs mount point, e.g. /host/proc in a container (default /proc)")
     a("--path.sysfs", dest="sysfs", metavar="PATH", default=d("/sys"),
       help="sysfs mount point: NUMA nodes, cgroups, PCI devices (default /sys)")
+    a("--path.rootfs", dest="rootfs", metavar="PATH", default=d("/"),
+      help="where the host's root filesystem is visible, e.g. /host in a container; the "
+           "kubelet's checkpoints, /var/log/pods and the container runtimes' state are "
+           "read under it (default /)")
+    a("--kubelet.root-dir", dest="kubelet_root_dir", metavar="PATH",
+      type=_host_path, default=d("/var/lib/kubelet"),
+      help="the kubelet's --root-dir as a host path, read under --path.rootfs "
+           "(default /var/lib/kubelet)")
     a("--config.file", dest="config_file", metavar="PATH", default=d(None),
       help="TOML file pinning home nodes or accelerators per process (README: Config "
            "file); the daemon rereads it on SIGHUP")
@@ -215,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def roots_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Roots:
     """Return the validated roots the flags name; exits 2 when one is unusable."""
-    roots = Roots(Path(ns.procfs), Path(ns.sysfs))
+    roots = Roots(Path(ns.procfs), Path(ns.sysfs), Path(ns.rootfs))
     try:
         roots.validate()
     except RootError as exc:
@@ -294,6 +308,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         sample_above=ns.sample_above,
         full_interval=ns.full_interval,
         process_budget=ns.process_budget,
+        kubelet_root_dir=ns.kubelet_root_dir,
     ), web
 
 
@@ -302,6 +317,7 @@ def inspect_config(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> C
     roots = roots_from_args(ns, parser)
     homes, accels = pins_from_args(ns, parser, roots)
     return Config(roots=roots, min_resident=0, warmup_scans=1, home_pins=homes,
+                  kubelet_root_dir=ns.kubelet_root_dir,
                   accelerator_pins=accels, accelerator_rdma=ns.rdma,
                   accelerator_records=Path(ns.records) if ns.records else None,
                   config_file=Path(ns.config_file) if ns.config_file else None)

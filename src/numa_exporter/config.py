@@ -54,6 +54,7 @@ class Config:
     sample_above: float = 0.005  # estimated full-read seconds above which placement is sampled
     full_interval: float = 0.0  # exact full reads of sampled processes this often (0: never)
     process_budget: float = 0.5  # average full-read seconds one process may cost per scan
+    kubelet_root_dir: str = "/var/lib/kubelet"  # a host path, under roots.rootfs
 
     def enabled(self, collector: str) -> bool:
         """Return whether the collector called ``collector`` is on.

@@ -1,4 +1,4 @@
-"""Filesystem roots (``--path.procfs``, ``--path.sysfs``) as values."""
+"""Filesystem roots (``--path.procfs``, ``--path.sysfs``, ``--path.rootfs``) as values."""
 
 from __future__ import annotations
 
@@ -13,18 +13,28 @@ class RootError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Roots:
-    """Where to find procfs and sysfs."""
+    """Where to find procfs, sysfs and the host's root filesystem.
+
+    ``rootfs`` is where the host's ``/`` is visible (``/host`` in a container, as
+    node_exporter's ``--path.rootfs``); the kubelet's files, pod log directories and the
+    container runtimes' state are read under it (``sources/rootfs.py``).
+    """
 
     procfs: Path = Path("/proc")
     sysfs: Path = Path("/sys")
+    rootfs: Path = Path("/")
 
     def validate(self) -> Roots:
-        """Return self when procfs and sysfs look usable; raise RootError otherwise."""
-        for flag, path in (("--path.procfs", self.procfs), ("--path.sysfs", self.sysfs)):
+        """Return self when procfs, sysfs and the rootfs look usable; raise RootError
+        otherwise."""
+        for flag, path in (("--path.procfs", self.procfs), ("--path.sysfs", self.sysfs),
+                           ("--path.rootfs", self.rootfs)):
             if not path.is_dir():
                 raise RootError(f"{flag}={path}: not a directory")
         if not os.access(self.procfs, os.R_OK | os.X_OK):
             raise RootError(f"--path.procfs={self.procfs}: not readable")
+        if not os.access(self.rootfs, os.R_OK | os.X_OK):
+            raise RootError(f"--path.rootfs={self.rootfs}: not readable")
         if not any(e.name.isdigit() for e in os.scandir(self.procfs)) and not (
             self.procfs / "vmstat"
         ).exists():

@@ -31,7 +31,8 @@ from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 # The switchable collectors, written out: a collector lost from the registry fails here.
-NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "vmstat", "node", "balancing"}
+NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "kubernetes", "vmstat", "node",
+         "balancing"}
 
 
 def _config(root: str, **kw: Any) -> Config:

@@ -32,13 +32,12 @@ DEPLOY = REPO / "deploy"
 FIXTURE_ROOTS = REPO / "tests" / "fixtures" / "roots"
 RULES = DEPLOY / "prometheus" / "rules" / "numa-exporter.rules.yml"
 RECORDING = DEPLOY / "prometheus" / "rules" / "numa-exporter.recording.yml"
-# Kubernetes alerts and fleet recording rules: their own file, because the families they join
-# on (numa_process_kubernetes_info, ...) are declared but not yet exported by the scan.
+# Kubernetes alerts and fleet recording rules: their own file (only useful on Kubernetes nodes).
 KUBERNETES_RULES = DEPLOY / "prometheus" / "rules" / "numa-exporter.kubernetes.yml"
-# Flags the deploy artifacts already pass but the command line does not have yet (the
-# Kubernetes reader is wired into the scan later). Tests that check flags against the CLI
+# Flags the deploy artifacts already pass but the command line does not have yet. Tests
+# that check flags against the CLI
 # accept these, and fail once the CLI has them so that this list is emptied.
-PENDING_FLAGS = frozenset({"--path.rootfs"})
+PENDING_FLAGS: frozenset[str] = frozenset()
 
 # PromQL words that look like metric names but are not.
 _PROMQL_WORDS = {

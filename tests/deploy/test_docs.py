@@ -27,7 +27,7 @@ OWNED = [ALERTS_MD, DEPLOY_MD, REPO / "Dockerfile", REPO / ".dockerignore",
          *sorted(p for p in (REPO / "tests" / "deploy").rglob("*")
                  if p.is_file() and "__pycache__" not in p.parts)]
 EXPORTER_FLAG = re.compile(
-    r"--(?:no-)?(?:web|path|scan|process|placement|drift|collector|log|config|accelerator)\.[a-z.-]+")
+    r"--(?:no-)?(?:web|path|scan|process|placement|drift|collector|log|config|accelerator|kubelet)\.[a-z.-]+")
 
 
 def _anchor(heading: str) -> str:

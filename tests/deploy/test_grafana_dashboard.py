@@ -30,7 +30,7 @@ def test_dashboard_top_level_schema() -> None:
 
 def test_template_variables() -> None:
     variables = {v["name"]: v for v in dashboard()["templating"]["list"]}
-    assert set(variables) == {"datasource", "instance", "process"}
+    assert set(variables) == {"datasource", "instance", "process", "namespace", "pod"}
     assert variables["datasource"]["type"] == "datasource"
     assert variables["datasource"]["query"] == "prometheus"
     inst, proc = variables["instance"], variables["process"]
@@ -42,6 +42,21 @@ def test_template_variables() -> None:
         assert v["query"]["query"] == v["definition"]
         assert v["multi"] and v["includeAll"]
         assert v["current"] == {}, "no instance or process may be pre-selected"
+
+
+def test_pod_variables_come_from_the_kubernetes_info_family() -> None:
+    variables = {v["name"]: v for v in dashboard()["templating"]["list"]}
+    ns, pod = variables["namespace"], variables["pod"]
+    assert ns["definition"] == (
+        'label_values(numa_process_kubernetes_info{instance=~"$instance"}, namespace)')
+    assert pod["definition"] == ('label_values(numa_process_kubernetes_info{instance=~"$instance",'
+                                 ' namespace=~"$namespace"}, pod)')
+    for v in (ns, pod):
+        assert v["type"] == "query" and v["datasource"] == DS_REF
+        assert v["query"]["query"] == v["definition"]
+        assert v["multi"] and v["includeAll"] and v["current"] == {}
+        # "All" must match an empty namespace/pod: a pod no file on the node names
+        assert v["allValue"] == ".*"
 
 
 def test_every_panel_uses_the_datasource_variable() -> None:
@@ -101,7 +116,9 @@ def test_process_panels_filter_by_process() -> None:
         if p["title"] in NOT_PER_PROCESS:
             continue
         expr = t["expr"]
-        sels = re.findall(r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", expr)
+        sels = [(name, sel) for name, sel in re.findall(
+                    r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", expr)
+                if name != "numa_process_kubernetes_info"]  # no comm label: filtered by pod
         if not sels:
             continue
         assert JOIN in expr, f"{p['title']}: {expr}"
@@ -114,14 +131,26 @@ def test_process_panels_filter_by_process() -> None:
     assert checked >= 10
 
 
+def test_pod_panels_filter_by_namespace_and_pod() -> None:
+    checked = 0
+    for p, t in panel_targets(dashboard()):
+        for sel in re.findall(r"(?<![\w:])(?:numa_process_kubernetes_info|"
+                              r"numa_kubernetes_\w+)\{([^}]*)\}", t["expr"]):
+            assert 'namespace=~"$namespace"' in sel and 'pod=~"$pod"' in sel, p["title"]
+            checked += 1
+    assert checked >= 4
+
+
 def test_expressions_use_known_metrics_and_variables() -> None:
     recorded = {r["record"] for r in rules(RECORDING)}
     used_recorded: set[str] = set()
     for p, t in panel_targets(dashboard()):
         expr = t["expr"]
         variables = set(re.findall(r"\$\{?(\w+)", expr))
-        assert variables <= {"instance", "process", *BUILTIN_VARS}, (p["title"], variables)
-        plain = substitute(expr, {"instance": ".+", "process": ".+", "__rate_interval": "1m"})
+        assert variables <= {"instance", "process", "namespace", "pod", *BUILTIN_VARS}, (
+            p["title"], variables)
+        plain = substitute(expr, {"instance": ".+", "process": ".+", "namespace": ".*",
+                                  "pod": ".*", "__rate_interval": "1m"})
         names = metric_names(plain)
         assert names, p["title"]
         unknown = sorted(n for n in names if not known_series_name(n))
@@ -138,7 +167,9 @@ def test_dashboard_covers_the_required_views() -> None:
                    "numa_vmstat_pgmigrate_success", "numa_node_miss", "numa_node_foreign",
                    "numa_balancing_mode", "numa_process_accelerator_info", "numa_accelerator_info",
                    "numa_exporter_scan_duration_seconds", "numa_exporter_parse_errors_total",
-                   'numa_exporter_processes{instance=~"$instance"}'):
+                   'numa_exporter_processes{instance=~"$instance"}',
+                   "numa_process_kubernetes_info", "numa_kubernetes_container_assigned_nodes_info",
+                   'reason=~"kubelet_.+"'):
         assert needed in exprs, needed
 
 

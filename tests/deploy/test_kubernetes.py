@@ -179,20 +179,22 @@ def test_prometheusrule_matches_the_rule_files() -> None:
 
 
 def test_daemonset_args_start_the_exporter(tmp_path: Path) -> None:
-    """The container's args, with the host mounts mapped to a fixture root, are accepted."""
+    """The container's args, with the host mounts mapped to a fixture root, are accepted and
+    name the fixture node's pods."""
     if not exporter_available():
         missing("the numa-exporter command")
-    root = FIXTURE_ROOTS / "two_node"
+    root = FIXTURE_ROOTS / "kubernetes"
     if not root.is_dir():
         missing(f"fixture root {root}")
     (c,) = manifests()["DaemonSet"]["spec"]["template"]["spec"]["containers"]
     port = free_port()
     pending = pending_flags_not_yet_known()  # flags the CLI gets later: left out until then
     args = [a.replace("/host/proc", str(root / "proc")).replace("/host/sys", str(root / "sys"))
+            .replace("--path.rootfs=/host", f"--path.rootfs={root / 'rootfs'}")
             .replace("--web.listen-address=:10061", f"--web.listen-address=127.0.0.1:{port}")
             for a in c["args"] if a.split("=", 1)[0] not in pending]
     assert f"--web.listen-address=127.0.0.1:{port}" in args, shlex.join(args)
     with running([*exporter_command(), *args], tmp_path / "exporter.log",
                  f"http://127.0.0.1:{port}/metrics", what="exporter with DaemonSet args",
-                 ready_body=b"numa_process_remote_memory_ratio{"):
+                 ready_body=b'numa_process_kubernetes_info{container="app"'):
         pass

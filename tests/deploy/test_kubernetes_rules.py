@@ -4,7 +4,7 @@ Same checks as test_prometheus_rules.py for the main files: promtool check and u
 every alert with a firing and a silent case, every recorded series tested, and the unit
 tests failing when an alert can never fire or fires at once. Metric names are checked
 against the exporter's specs plus the Kubernetes families declared in
-``numa_exporter.collectors.kubernetes`` (not yet in the collector registry).
+``numa_exporter.collectors.kubernetes``.
 """
 
 from __future__ import annotations

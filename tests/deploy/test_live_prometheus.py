@@ -1,26 +1,34 @@
 """A real Prometheus scraping real exporters: every dashboard query and rule expression runs.
 
-Three exporters are started (scan interval 1s): on the two_node fixture root, on the
-inference fixture root (accelerators from its udev records) and on this machine's /proc.
-Prometheus (Debian's binary, own config and storage, loopback ports, scrape and rule
-evaluation every 1s) scrapes them and loads both rule files. Then:
+Four exporters are started (scan interval 1s): on the two_node fixture root, on the
+inference fixture root (accelerators from its udev records), on the kubernetes fixture root
+(its host files under --path.rootfs) and on this machine's /proc. Next to them, a static
+kube-state-metrics-shaped exposition (kube_pod_info, kube_pod_container_info of the kubernetes
+root's pods) is served over HTTP. Prometheus (Debian's binary, own config and storage,
+loopback ports, scrape and rule evaluation every 1s) scrapes them all and loads the three
+rule files. Then:
 
 * every rule is loaded, evaluated without error, and its expression parses via the API;
 * every dashboard query, with the Grafana variables substituted, parses and returns data
   from at least one exporter - except the targets in PARSE_ONLY, whose metrics no exporter
   here can produce (listed with the reason);
 * the template variables' label_values queries find the exporters and their processes;
-* alerts that the inference fixture's bindings must trigger are pending.
+* alerts that the inference fixture's bindings must trigger are pending;
+* on the kubernetes root: the kubelet alerts are pending with the pod's namespace, pod and
+  container, the fleet recording rules hold the pod names, and docs/deploy.md's join with
+  kube-state-metrics returns the pods with their node and owner.
 """
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
+import threading
 import time
 import urllib.parse
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +38,9 @@ import yaml
 
 from .helpers import (
     FIXTURE_ROOTS,
+    KUBERNETES_RULES,
     RECORDING,
+    REPO,
     RULES,
     dashboard,
     exporter_available,
@@ -48,6 +58,29 @@ from .helpers import (
 pytestmark = [pytest.mark.prometheus, pytest.mark.e2e]
 
 RATE_INTERVAL = "10s"  # what $__rate_interval would be at a 1s scrape interval, with margin
+RULE_FILES = (RULES, RECORDING, KUBERNETES_RULES)
+# Grafana's "All" for the dashboard's variables (namespace and pod: ".*", an empty name too)
+ALL = {"process": ".+", "namespace": ".*", "pod": ".*", "__rate_interval": RATE_INTERVAL}
+
+# kube-state-metrics' view of the kubernetes root's pods, labels as it writes them (v2.x):
+# the node name and owners come only from here; kube-proxy's container name too (no runtime
+# spec on the node names it).
+A, B, C = ("513cb897-0262-4868-826f-aa943ee45a38", "94283d1b-ce5a-4797-bff8-0cf0c7143b2b",
+           "0f6c2d9e-8b41-4a57-9d3c-5e7f1a2b4c6d")
+KSM_PODS = (  # uid, namespace, pod, owner kind, owner, container, container id
+    (A, "default", "gpu-infer-0", "StatefulSet", "gpu-infer", "app", "c0a1" * 16),
+    (B, "ml", "trainer-7d9f5c-x2k4q", "ReplicaSet", "trainer-7d9f5c", "app", "c0b2" * 16),
+    (C, "kube-system", "kube-proxy-x7k2p", "DaemonSet", "kube-proxy", "kube-proxy",
+     "c0c3" * 16),
+)
+KSM_EXPOSITION = "".join(
+    f'kube_pod_info{{namespace="{ns}",pod="{pod}",uid="{uid}",host_ip="10.0.0.7",'
+    f'pod_ip="10.244.1.{i}",node="gpu-node-7",created_by_kind="{kind}",'
+    f'created_by_name="{owner}",priority_class="",host_network="false"}} 1\n'
+    f'kube_pod_container_info{{namespace="{ns}",pod="{pod}",uid="{uid}",'
+    f'container="{cont}",image="registry.example/{cont}:1",image_spec="registry.example/'
+    f'{cont}:1",image_id="",container_id="containerd://{cid}"}} 1\n'
+    for i, (uid, ns, pod, kind, owner, cont, cid) in enumerate(KSM_PODS))
 
 # (panel title, refId) -> why no exporter here has data for it. Parse-only.
 PARSE_ONLY = {
@@ -66,6 +99,7 @@ PARSE_ONLY = {
 @dataclass
 class Stack:
     prom: str                                   # http://127.0.0.1:port
+    ksm: str = ""                               # the kube-state-metrics-shaped target
     instances: dict[str, str] = field(default_factory=dict)  # name -> instance label
     logs: dict[str, Path] = field(default_factory=dict)
 
@@ -88,7 +122,8 @@ class Stack:
 
 def _exporters() -> dict[str, list[str]]:
     two, inf = FIXTURE_ROOTS / "two_node", FIXTURE_ROOTS / "inference"
-    for root in (two, inf):
+    kube = FIXTURE_ROOTS / "kubernetes"
+    for root in (two, inf, kube):
         if not (root / "proc").is_dir() or not (root / "sys").is_dir():
             missing(f"fixture root {root}")
     records = inf / "udev.json"
@@ -98,8 +133,37 @@ def _exporters() -> dict[str, list[str]]:
         "two_node": [f"--path.procfs={two / 'proc'}", f"--path.sysfs={two / 'sys'}"],
         "inference": [f"--path.procfs={inf / 'proc'}", f"--path.sysfs={inf / 'sys'}",
                       f"--accelerator.records={records}"],
+        "kubernetes": [f"--path.procfs={kube / 'proc'}", f"--path.sysfs={kube / 'sys'}",
+                       f"--path.rootfs={kube / 'rootfs'}", "--process.min-resident=0"],
         "real": ["--process.min-resident=0"],
     }
+
+
+class _Static(http.server.BaseHTTPRequestHandler):
+    body = KSM_EXPOSITION.encode()
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def _kube_state_metrics() -> Iterator[str]:
+    """Serve KSM_EXPOSITION on a loopback port; yield its host:port."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Static)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _wait(what: str, check: Any, stack: Stack, timeout: float = 90) -> None:
@@ -136,11 +200,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                                      ready_body=b"numa_exporter_scans_total 1"))
             s.instances[name] = f"127.0.0.1:{port}"
             targets.append({"targets": [f"127.0.0.1:{port}"], "labels": {"root": name}})
+        ksm = es.enter_context(_kube_state_metrics())
+        s.ksm = ksm
         config = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
                        "evaluation_interval": "1s"},
-            "rule_files": [str(RULES), str(RECORDING)],
-            "scrape_configs": [{"job_name": "numa-exporter", "static_configs": targets}],
+            "rule_files": [str(path) for path in RULE_FILES],
+            "scrape_configs": [
+                {"job_name": "numa-exporter", "static_configs": targets},
+                # as kube-state-metrics is scraped: its namespace/pod labels are its own
+                {"job_name": "kube-state-metrics", "honor_labels": True,
+                 "static_configs": [{"targets": [ksm]}]},
+            ],
         }
         cfg = tmp / "prometheus.yml"
         cfg.write_text(yaml.safe_dump(config))
@@ -183,14 +254,14 @@ def _escape(instance: str) -> str:
 def test_rules_are_loaded_and_healthy(stack: Stack) -> None:
     groups = stack.api("rules")["data"]["groups"]
     loaded = {r["name"]: r for g in groups for r in g["rules"]}
-    want = {r.get("alert") or r["record"] for path in (RULES, RECORDING) for r in rules(path)}
+    want = {r.get("alert") or r["record"] for path in RULE_FILES for r in rules(path)}
     assert set(loaded) == want
     bad = {n: r.get("lastError") for n, r in loaded.items() if r["health"] != "ok"}
     assert not bad, bad
 
 
 def test_every_rule_expression_parses(stack: Stack) -> None:
-    for path in (RULES, RECORDING):
+    for path in RULE_FILES:
         for rule in rules(path):
             r = stack.query(rule["expr"])
             assert r["status"] == "success", (rule.get("alert") or rule["record"], r)
@@ -203,6 +274,11 @@ def test_recording_rules_have_data(stack: Stack) -> None:
         r = stack.query(rule["record"])
         got = {x["metric"].get("instance") for x in r["data"]["result"]}
         assert got & set(stack.instances.values()), f"{rule['record']} has no data"
+    # the fleet view drops instance (a pod runs on one node): each has the fixture's pods
+    for rule in (r for r in rules(KUBERNETES_RULES) if "record" in r):
+        r = stack.query(rule["record"])
+        got = {x["metric"].get("namespace") for x in r["data"]["result"]}
+        assert got & {"default", "ml"}, f"{rule['record']} has no pod data"
     inst = stack.instances["two_node"]
     r = stack.query(f'instance_node:numa_node_miss_pages:rate5m{{instance="{inst}"}}')
     assert sorted(x["metric"]["node"] for x in r["data"]["result"]) == ["0", "1"]
@@ -235,9 +311,75 @@ def test_template_variables_find_instances_and_processes(stack: Stack) -> None:
         assert r["data"], f"no process for $process on {name}"
 
 
+def test_pod_variables_find_the_pods(stack: Stack) -> None:
+    inst = _escape(stack.instances["kubernetes"])
+    r = stack.api("label/namespace/values",
+                  **{"match[]": f'numa_process_kubernetes_info{{instance=~"{inst}"}}'})
+    assert set(r["data"]) == {"default", "ml", "kube-system"}
+    r = stack.api("label/pod/values", **{"match[]": (
+        f'numa_process_kubernetes_info{{instance=~"{inst}", namespace=~"ml"}}')})
+    assert r["data"] == ["trainer-7d9f5c-x2k4q"]
+
+
+def test_kubelet_alerts_name_the_pod(stack: Stack) -> None:
+    """The kubernetes root's trainer (pid 601) breaks all three of the kubelet's promises."""
+    inst = stack.instances["kubernetes"]
+    want = {("NumaKubeletMemoryNodesMismatch", "601", "ml", "trainer-7d9f5c-x2k4q", "app"),
+            ("NumaKubeletCpuNodesMismatch", "601", "ml", "trainer-7d9f5c-x2k4q", "app"),
+            ("NumaKubeletDeviceNodeMismatch", "601", "ml", "trainer-7d9f5c-x2k4q", "app")}
+
+    def pending() -> bool | str:
+        alerts = stack.api("alerts")["data"]["alerts"]
+        got = {(a["labels"]["alertname"], a["labels"].get("pid"), a["labels"].get("namespace"),
+                a["labels"].get("pod"), a["labels"].get("container")) for a in alerts
+               if a["labels"].get("instance") == inst and a["state"] in ("pending", "firing")
+               and a["labels"]["alertname"].startswith("NumaKubelet")}
+        return True if got == want else f"pending/firing: {sorted(got)}"
+
+    _wait("kubelet alerts on the kubernetes fixture", pending, stack, timeout=30)
+
+
+def test_fleet_rules_carry_pod_names(stack: Stack) -> None:
+    r = stack.query("pod:numa_process_remote_memory_ratio:bytes_weighted")
+    got = {(x["metric"]["namespace"], x["metric"]["pod"]): float(x["value"][1])
+           for x in r["data"]["result"]}
+    # bytes from the kubernetes root's tables: trainer 2 GiB remote of 2.25 GiB, gpu-infer-0
+    # 16 MiB of 528 MiB, kube-proxy all local (its home is its threads' node)
+    assert got.keys() == {("ml", "trainer-7d9f5c-x2k4q"), ("default", "gpu-infer-0"),
+                          ("kube-system", "kube-proxy-x7k2p")}
+    assert got[("ml", "trainer-7d9f5c-x2k4q")] == pytest.approx(2048 / 2304)
+    assert got[("default", "gpu-infer-0")] == pytest.approx(16 / 528)
+    top = stack.query("pod:numa_process_remote_memory_bytes:topk10")["data"]["result"]
+    assert max(top, key=lambda x: float(x["value"][1]))["metric"]["pod"] == (
+        "trainer-7d9f5c-x2k4q")
+
+
+def _documented_join() -> str:
+    text = (REPO / "docs" / "deploy.md").read_text()
+    block = text.split("<!-- ksm-join:begin -->", 1)[1].split("<!-- ksm-join:end -->", 1)[0]
+    return block.split("```promql", 1)[1].split("```", 1)[0]
+
+
+def test_join_with_kube_state_metrics_returns_the_pods(stack: Stack) -> None:
+    """docs/deploy.md's query, on this exporter's series and kube-state-metrics' ones."""
+    r = stack.query(_documented_join())
+    assert r["status"] == "success", r
+    got = {(x["metric"]["pid"], x["metric"]["namespace"], x["metric"]["pod"],
+            x["metric"]["node"], x["metric"]["created_by_kind"])
+           for x in r["data"]["result"]
+           if x["metric"].get("instance") == stack.instances["kubernetes"]}
+    assert got == {("600", "default", "gpu-infer-0", "gpu-node-7", "StatefulSet"),
+                   ("601", "ml", "trainer-7d9f5c-x2k4q", "gpu-node-7", "ReplicaSet"),
+                   ("603", "kube-system", "kube-proxy-x7k2p", "gpu-node-7", "DaemonSet")}
+    # the container the node's files could not name, from kube-state-metrics by container_id
+    r = stack.query('numa_process_kubernetes_info{pid="603"} * on (container_id) '
+                    "group_left (image) kube_pod_container_info")
+    (x,) = r["data"]["result"]
+    assert x["metric"]["image"] == "registry.example/kube-proxy:1"
+
+
 def _run_target(stack: Stack, target: dict[str, Any], instance: str) -> tuple[str, list[Any]]:
-    expr = substitute(target["expr"], {"instance": instance, "process": ".+",
-                                       "__rate_interval": RATE_INTERVAL})
+    expr = substitute(target["expr"], {"instance": instance, **ALL})
     r = stack.query(expr) if target.get("instant") else stack.query_range(expr)
     assert r["status"] == "success", f"{expr}: {r.get('error')}"
     return expr, r["data"]["result"]

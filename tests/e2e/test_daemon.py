@@ -32,6 +32,8 @@ def _root_args(root: str) -> list[str]:
     if not records.exists():
         records = ROOTS.parent / "udev" / "none.json"
     config = [f"--config.file={base / 'config.toml'}"] if (base / "config.toml").exists() else []
+    if (base / "rootfs").is_dir():
+        config.append(f"--path.rootfs={base / 'rootfs'}")
     return [f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}",
             f"--accelerator.records={records}", "--process.min-resident=0",
             "--scan.interval=1s", "--log.format=json", *config]
@@ -50,7 +52,7 @@ def promtool_check(text: str, tmp_path: Path) -> None:
         r.stdout + r.stderr)
 
 
-@pytest.mark.parametrize("root", ["two_node", "four_node", "inference"])
+@pytest.mark.parametrize("root", ["two_node", "four_node", "inference", "kubernetes"])
 def test_fixture_root_matches_golden(root: str, start_daemon: StartDaemon,
                                      update_golden: bool, tmp_path: Path) -> None:
     d = start_daemon(*_root_args(root))
@@ -110,7 +112,8 @@ def test_landing_page_and_paths(start_daemon: StartDaemon) -> None:
         ("--drift.rss-tolerance=nan", "not a fraction"),
         ("--process.top=" + "9" * 5000, "not an integer"),
         ("--process.min-resident=" + "9" * 5000, "not a size"),
-        ("--path.rootfs=/", "unrecognized arguments"),
+        ("--path.rootfs=/nonexistent-root", "--path.rootfs=/nonexistent-root: not a directory"),
+        ("--kubelet.root-dir=var/lib/kubelet", "not an absolute host path"),
     ],
 )
 def test_bad_flag_exits_2_with_one_line(flag: str, fragment: str) -> None:

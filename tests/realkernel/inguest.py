@@ -294,6 +294,10 @@ def teardown(sc: Scenario, cgroup: str | None) -> None:
 
 def run_scenario(sc: Scenario, plan: dict[str, Any], out: Path, index: int) -> dict[str, Any]:
     """Run one scenario end to end; return its summary (also written to summary.json)."""
+    if sc.kubelet:
+        from kubelet_inguest import run_kubelet_pods
+
+        return run_kubelet_pods(sc, plan, out, index)
     summary: dict[str, Any] = {"scenario": sc.name, "description": sc.description,
                                "errors": [], "scrapes": []}
     t0 = time.monotonic()

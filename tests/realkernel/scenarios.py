@@ -49,6 +49,9 @@ class Scenario:
     #: after the static checks, ``migratepages PID FROM TO`` (nodes as numactl writes them),
     #: then scrape and inspect again: pages then sit off their own bind policy's nodes
     migrate_pages: tuple[str, str] | None = None
+    #: run by kubelet_inguest.py: two pod containers in a kubelet-shaped cgroup tree with
+    #: the kubelet's checkpoint files; ``pid`` is the container that breaks its assignment
+    kubelet: bool = False
 
     def workload_argv(self, binary: str, ready: str, lifetime_s: int = 300) -> list[str]:
         """Return the command line that starts this scenario's workload."""
@@ -120,6 +123,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         "balancing_on", "2node", "migrate", 128,
         "memory first touched on node 1, thread then moved to node 0; numa_balancing=1",
         numactl=("--cpunodebind=1",), node=0, phase="balancing_on", verdict="local",
+    ),
+    Scenario(
+        "kubelet_pods", "2node", "anon", 64,
+        "two Guaranteed pod containers in kubepods.slice (cgroup v2, containerd names), the "
+        "kubelet's checkpoints under a rootfs; the follower's cgroup holds CPU 0 / node 0 as "
+        "assigned, the violator was assigned CPU 1 / node 1 but its cgroup allows node 0",
+        ratio=(0.95, 1.0), on_nodes={0: 0.99}, kubelet=True,
     ),
     Scenario(
         "node3_remote", "4node", "anon", 64,

@@ -21,6 +21,16 @@ def test_home_precedence() -> None:
     assert choose_home({}) == Home(frozenset(), "none")
 
 
+def test_kubelet_home_is_below_config_and_above_accelerator() -> None:
+    c = {"affinity": frozenset({0, 1}), "threads": frozenset({0}),
+         "accelerator": frozenset({1}), "kubelet": frozenset({0}), "config": None}
+    assert choose_home(c) == Home(frozenset({0}), "kubelet")
+    c["config"] = frozenset({1})
+    assert choose_home(c) == Home(frozenset({1}), "config")
+    c["config"] = c["kubelet"] = None
+    assert choose_home(c).source == "accelerator"
+
+
 def test_thread_nodes_by_weight() -> None:
     assert thread_nodes([(0, 95.0), (1, 5.0)]) == {0}
     assert thread_nodes([(0, 50.0), (1, 50.0)]) == {0, 1}

@@ -24,6 +24,13 @@ REASONS = {
                                      "bound",
     "memory_off_policy_nodes": "pages sit outside the nodes its own bind or preferred "
                                "policy names (e.g. after migratepages)",
+    # only for processes of a pod container the kubelet assigned NUMA resources to
+    "kubelet_memory_nodes": "over 5% of its resident bytes lie outside the Memory Manager "
+                            "nodes the kubelet assigned its container",
+    "kubelet_cpu_nodes": "its threads ran on a node none of its container's exclusive CPUs "
+                         "(CPU Manager) is on",
+    "kubelet_device_node": "a device the kubelet assigned its container is on a node outside "
+                           "the container's memory (else exclusive CPU) nodes",
 }
 
 MEMORY_BOUND = MetricSpec(

@@ -1,4 +1,4 @@
-"""Collector ``kubernetes`` (families declared; wiring into the scan comes with the snapshot).
+"""Collector ``kubernetes``: which pod and container, and what the kubelet assigned.
 
 Info families that join the per-process and per-cgroup metrics to pods, and the kubelet's
 NUMA assignments per container (docs/kubernetes.md):
@@ -9,8 +9,7 @@ NUMA assignments per container (docs/kubernetes.md):
   nodes}``.
 
 ``emit_view`` builds them from a ``KubernetesView`` and the (pid, cgroup) pairs of the
-scanned processes; the registry entry and the snapshot field are added when the reader is
-wired into the scan.
+scanned processes; ``emit`` takes both from the snapshot.
 """
 
 from __future__ import annotations
@@ -21,9 +20,11 @@ from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.kubernetes import ContainerRef, KubernetesView
+from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.text import label_text
 
+from .base import CollectorDef
 from .families import family
 
 POD = ("namespace", "pod", "container", "uid", "container_id")
@@ -79,3 +80,13 @@ def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
     yield proc
     yield cg
     yield assigned
+
+
+def emit(snap: Snapshot) -> Iterator[Metric]:
+    """Yield the three families of the snapshot's Kubernetes view and processes."""
+    return emit_view(snap.kubernetes, ((p.pid, p.kubernetes_cgroup) for p in snap.processes))
+
+
+COLLECTOR = CollectorDef(
+    "kubernetes", "pods and containers of processes and cgroups, and the kubelet's NUMA "
+    "assignments, from the node's files (--path.rootfs)", SPECS, emit)

@@ -48,7 +48,8 @@ RATIO = MetricSpec(
 HOME = MetricSpec(
     "numa_process_home_nodes_info", "info",
     "Always 1; the labels name the process's home nodes (nodes: the nodes counted as local) "
-    "and what chose them (source: config, accelerator, threads, affinity).",
+    "and what chose them (source: config, kubelet, accelerator, threads, affinity, in that "
+    "precedence).",
     (*P, "nodes", "source"))
 THREADS = MetricSpec(
     "numa_process_threads", "gauge",

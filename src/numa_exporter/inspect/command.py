@@ -53,7 +53,7 @@ def run(config: Config, pid: int, *, as_json: bool = False) -> int:
         print(f"numa-exporter inspect: {pid} is a kernel thread (no user memory)",
               file=sys.stderr)
         return 1
-    rep = report(sample, system, *systemd_unit(config, pid))
+    rep = report(sample, system, *systemd_unit(config, pid), view=scanner.kubernetes_view)
     sys.stdout.write(json.dumps(rep, indent=2, sort_keys=True) + "\n" if as_json
                      else render(rep))
     return 0

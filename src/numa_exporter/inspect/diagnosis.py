@@ -10,6 +10,7 @@ from typing import Any
 
 from numa_exporter.model.binding import policy_memory_nodes
 from numa_exporter.model.home import Home, locality
+from numa_exporter.model.kubernetes import KubernetesView, kubelet_home
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.numa_maps import Kind
@@ -27,6 +28,12 @@ MISMATCH_TEXT = {
     "memory_off_policy_nodes": "pages sit outside the nodes of the process's own bind policy "
                                "(moved by migratepages or mbind); new pages still go to the "
                                "policy's nodes",
+    "kubelet_memory_nodes": "over 5% of its memory lies outside the NUMA nodes the kubelet's "
+                            "Memory Manager assigned its container",
+    "kubelet_cpu_nodes": "threads ran on a node none of the exclusive CPUs the kubelet's CPU "
+                         "Manager assigned its container is on",
+    "kubelet_device_node": "a device the kubelet assigned its container sits on a node "
+                           "outside the container's assigned memory (or CPU) nodes",
 }
 
 
@@ -47,6 +54,9 @@ def candidate_homes(sample: ProcessSample, system: SystemSample) -> dict[str, fr
     out: dict[str, frozenset[int]] = {}
     if sample.home.nodes:
         out[sample.home.source] = sample.home.nodes
+    kubelet = kubelet_home(sample.kubelet)
+    if kubelet:
+        out.setdefault("kubelet", kubelet)
     accel = frozenset(u.node for u in sample.accelerators if u.node >= 0)
     if accel:
         out["accelerator"] = accel
@@ -57,8 +67,28 @@ def candidate_homes(sample: ProcessSample, system: SystemSample) -> dict[str, fr
     return out
 
 
-def diagnose(sample: ProcessSample, system: SystemSample, unit: str | None) -> Diagnosis:
-    """Return the verdict for a process, with numactl and systemd remedies for its home."""
+def pod_text(sample: ProcessSample) -> str:
+    """Return ``pod NS/NAME container C`` for a process in a pod container, else ``""``."""
+    ref = sample.kubernetes
+    if ref is None:
+        return ""
+    pod = f"{ref.namespace}/{ref.pod}" if ref.pod else f"uid {ref.uid}"
+    return label_text(f"pod {pod}" + (f" container {ref.container}" if ref.container else ""))
+
+
+def kubelet_policy_text(view: KubernetesView | None) -> str:
+    """Return the kubelet's CPU and Memory Manager policies as its checkpoints name them."""
+    if view is None or not (view.cpu_policy or view.memory_policy):
+        return "kubelet checkpoints not read"
+    return (f"cpuManagerPolicy {label_text(view.cpu_policy) or 'unknown'}, "
+            f"memoryManagerPolicy {label_text(view.memory_policy) or 'unknown'}")
+
+
+def diagnose(sample: ProcessSample, system: SystemSample, unit: str | None,
+             view: KubernetesView | None = None) -> Diagnosis:
+    """Return the verdict for a process, with remedies for its home: numactl and systemd,
+    or for a process in a pod container, the kubelet's configuration (``view`` gives its
+    policies)."""
     homes = candidate_homes(sample, system)
     node_bytes = sample.node_bytes()
     ratios = {src: locality(node_bytes, Home(n, src)).remote_ratio for src, n in homes.items()}
@@ -80,10 +110,52 @@ def diagnose(sample: ProcessSample, system: SystemSample, unit: str | None) -> D
         verdict = "local"
         summary = (f"{1 - ratio:.0%} of resident memory is local to node(s) "
                    f"{format_cpulist(set(target))}")
+    pod = pod_text(sample)
+    if pod:
+        promise = ("assigned by the kubelet" if sample.kubelet is not None
+                   else "no NUMA assignment by the kubelet")
+        summary += f"; {pod}, {promise} ({kubelet_policy_text(view)})"
     remedies: list[str] = []
     if verdict in ("remote", "mixed") or problems:
-        remedies = _remedies(sample, system, unit, target, verdict, node_bytes)
+        if sample.kubernetes is not None:
+            remedies = _pod_remedies(sample, target, verdict, node_bytes, view)
+        else:
+            remedies = _remedies(sample, system, unit, target, verdict, node_bytes)
     return Diagnosis(verdict, summary, target, tuple(problems), tuple(remedies), ratios)
+
+
+def _pod_remedies(sample: ProcessSample, target: frozenset[int], verdict: str,
+                  node_bytes: dict[int, int], view: KubernetesView | None) -> list[str]:
+    """Return the remedy lines for a process in a pod container: the kubelet decides its
+    placement (numactl or a systemd drop-in would be undone by the next container start)."""
+    out: list[str] = []
+    pod = pod_text(sample)
+    cpu_policy = view.cpu_policy if view is not None else ""
+    mem_policy = view.memory_policy if view is not None else ""
+    if sample.kubelet is None or sample.kubelet.memory_nodes is None:
+        out.append(f"# {pod}: give it Guaranteed QoS with integer CPUs (every container's "
+                   "requests = limits for cpu and memory, cpu a whole number), so the "
+                   "kubelet assigns it exclusive CPUs and memory nodes")
+    settings = []
+    if cpu_policy != "static":
+        settings.append("cpuManagerPolicy: static")
+    if mem_policy != "Static":
+        settings.append("memoryManagerPolicy: Static")
+    settings.append("topologyManagerPolicy: single-numa-node")
+    out.append("# kubelet configuration (KubeletConfiguration) of this node:\n"
+               + "\n".join(settings)
+               + "\n# changing a manager policy: drain the node, remove its state file "
+                 "(cpu_manager_state, memory_manager_state) and restart the kubelet")
+    if sample.mismatches.get("kubelet_cpu_nodes"):
+        out.append("# threads ran outside the CPUs the CPU Manager assigned: the container's "
+                   "cpuset.cpus does not hold the assignment (check the kubelet's log and "
+                   "anything else that writes the pod's cgroups)")
+    remote_nodes = sorted(set(node_bytes) - set(target))
+    if verdict != "local" and remote_nodes:
+        out.append(f"migratepages {sample.pid} {format_cpulist(set(remote_nodes))} "
+                   f"{format_cpulist(set(target))}   # move existing pages now, from the "
+                   "host (numactl package)")
+    return out
 
 
 def current_bindings(sample: ProcessSample, system: SystemSample
@@ -143,11 +215,29 @@ def _remedies(sample: ProcessSample, system: SystemSample, unit: str | None,
     return out
 
 
+def kubernetes_report(sample: ProcessSample, view: KubernetesView | None
+                      ) -> dict[str, Any] | None:
+    """Return the pod, container and kubelet assignment of the process (None outside a pod)."""
+    ref = sample.kubernetes
+    if ref is None:
+        return None
+    a = sample.kubelet
+    return {
+        "namespace": ref.namespace, "pod": ref.pod, "container": label_text(ref.container),
+        "uid": ref.uid, "container_id": ref.container_id, "qos": ref.qos,
+        "assigned_nodes": ({label_text(r): format_cpulist(set(n))
+                            for r, n in sorted(a.by_resource().items())} if a else {}),
+        "cpu_manager_policy": label_text(view.cpu_policy) if view is not None else "",
+        "memory_manager_policy": label_text(view.memory_policy) if view is not None else "",
+    }
+
+
 def report(sample: ProcessSample, system: SystemSample, cg_path: str | None = None,
-           unit: str | None = None) -> dict[str, Any]:
+           unit: str | None = None, view: KubernetesView | None = None) -> dict[str, Any]:
     """Return the machine-readable inspection of a process (what ``--json`` prints);
-    ``cg_path`` and ``unit`` are its systemd cgroup path and unit, where known."""
-    d = diagnose(sample, system, unit)
+    ``cg_path`` and ``unit`` are its systemd cgroup path and unit, where known, ``view``
+    the node's Kubernetes view (the kubelet's policies)."""
+    d = diagnose(sample, system, unit, view)
     nodes = sorted(set(system.topology.nodes) | set(sample.node_bytes()))
     table = {
         str(n): {k.value: sample.memory.get((n, k), 0) for k in Kind} for n in nodes
@@ -159,6 +249,7 @@ def report(sample: ProcessSample, system: SystemSample, cg_path: str | None = No
         "start_time": sample.start_time,
         "cgroup": cg_path,
         "unit": unit,
+        "kubernetes": kubernetes_report(sample, view),
         "rss_bytes": sample.rss_bytes,
         "memory_bytes": table,
         "threads_by_node": {str(k): v for k, v in sorted(sample.threads_by_node.items())},
@@ -197,7 +288,17 @@ def render(rep: dict[str, Any]) -> str:
     """Return the human-readable inspection text."""
     out: list[str] = []
     out.append(f"Process {rep['pid']} ({rep['comm']})"
-               + (f", unit {rep['unit']}" if rep["unit"] else ""))
+               + (f", unit {rep['unit']}" if rep["unit"] and not rep.get("kubernetes")
+                  else ""))
+    k = rep.get("kubernetes")
+    if k:
+        pod = f"{k['namespace']}/{k['pod']}" if k["pod"] else f"uid {k['uid']}"
+        out.append(f"Pod {pod}, container {k['container'] or '?'} ({k['qos'] or 'QoS ?'}), "
+                   f"{k['container_id']}")
+        assigned = ", ".join(f"{r} {n or '-'}" for r, n in k["assigned_nodes"].items())
+        out.append(f"Kubelet assigned  {assigned or 'nothing (shared CPUs, any memory node)'}"
+                   f" [cpuManagerPolicy {k['cpu_manager_policy'] or '?'}, "
+                   f"memoryManagerPolicy {k['memory_manager_policy'] or '?'}]")
     out.append("")
     kinds = [k.value for k in Kind]
     out.append("Resident memory by node (MiB)")

@@ -1,7 +1,9 @@
 """Home nodes of a process and its local/remote split.
 
 Home nodes are the nodes that count as local. Candidates are tried in precedence order
-(``config`` > ``accelerator`` > ``threads`` > ``affinity``); the first that names any node wins.
+(``config`` > ``kubelet`` > ``accelerator`` > ``threads`` > ``affinity``); the first that names
+any node wins. ``kubelet`` is the kubelet's assignment of the process's container
+(``model/kubernetes.py``: its Memory Manager nodes, else its exclusive CPUs' nodes).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-PRECEDENCE = ("config", "accelerator", "threads", "affinity")
+PRECEDENCE = ("config", "kubelet", "accelerator", "threads", "affinity")
 THREAD_SHARE = 0.10  # a node counts as home when it carries at least this share of the weight
 
 
@@ -77,11 +79,13 @@ def home_for(
     affinity_nodes: frozenset[int] | None,
     config_nodes: frozenset[int] | None = None,
     accelerator_nodes: frozenset[int] | None = None,
+    kubelet_nodes: frozenset[int] | None = None,
 ) -> Home:
     """Return the home of a process from each source's candidate nodes."""
     return choose_home(
         {
             "config": config_nodes,
+            "kubelet": kubelet_nodes,
             "accelerator": accelerator_nodes,
             "threads": thread_nodes(thread_weights),
             "affinity": affinity_nodes,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from numa_exporter.model.home import Home, Locality
+from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
@@ -58,6 +59,11 @@ class ProcessSample:
     method: str = "full"  # "full": numa_maps read; "sampled": move_pages estimate
     samples: int | None = None  # pages sampled; None for a full read
     remote_ratio_stderr: float | None = None  # standard error of the ratio; None/0 when full
+    # the pod container the process runs in (None: not in one, or the collector is off),
+    # the cgroup path it was found by, and what the kubelet assigned that container
+    kubernetes: ContainerRef | None = None
+    kubernetes_cgroup: str | None = None
+    kubelet: Assignment | None = None
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""
@@ -133,4 +139,5 @@ class Snapshot:
     processes: tuple[ProcessSample, ...] = ()
     accelerators: tuple[AcceleratorDevice, ...] = ()
     cgroups: tuple[CgroupSample, ...] = ()
+    kubernetes: KubernetesView = field(default_factory=KubernetesView)
     stats: ExporterStats = field(default_factory=ExporterStats)

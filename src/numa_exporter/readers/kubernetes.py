@@ -188,42 +188,24 @@ class KubernetesReader:
 
     # --- the view ----------------------------------------------------------------------
 
-    def read(self, groups: Iterable[ProcCgroup], cpu_node: Mapping[int, int],
-             nodes: frozenset[int], errors: ErrorReporter) -> KubernetesView:
-        """Return the view of the cgroups in ``groups`` (processes' ``/proc/<pid>/cgroup``).
+    def scan(self, cpu_node: Mapping[int, int], nodes: frozenset[int],
+             errors: ErrorReporter) -> KubernetesScan:
+        """Return a new scan's session: cgroups are looked up as processes are read.
 
         ``cpu_node`` maps each CPU of the host to its node, ``nodes`` are the host's nodes;
         an assignment naming others is reported and left without them.
         """
-        found: dict[str, KubepodsCgroup] = {}
-        for g in groups:
-            key = g.path_for("memory") or g.v2_path
-            if key and key not in found:
-                k = kubepods_of(g)
-                if k is not None:
-                    found[key] = k
-        if not found:
-            if not self._quiet_said:
-                log.debug("no process in a Kubernetes pod cgroup; kubelet files not read")
-                self._quiet_said = True
-            return KubernetesView()
-        self._quiet_said = False
-        pods = self._pods(errors)
-        cgroups: dict[str, ContainerRef] = {}
-        seen_ids: set[str] = set()
-        for key, k in sorted(found.items()):
-            spec = self._spec(k.container_id, errors) if k.container_id else None
-            seen_ids.add(k.container_id)
-            cgroups[key] = self._ref(k, spec, pods)
-        for cid in [c for c in self._specs if c not in seen_ids]:
-            del self._specs[cid]
-        for ref in cgroups.values():
-            if ref.namespace and ref.uid not in pods:
-                pods[ref.uid] = (ref.namespace, ref.pod)
-        return self._with_assignments(cgroups, pods, cpu_node, nodes, errors)
+        return KubernetesScan(self, cpu_node, nodes, errors)
 
-    @staticmethod
-    def _ref(k: KubepodsCgroup, spec: OciConfig | None,
+    def read(self, groups: Iterable[ProcCgroup], cpu_node: Mapping[int, int],
+             nodes: frozenset[int], errors: ErrorReporter) -> KubernetesView:
+        """Return the view of the cgroups in ``groups`` (processes' ``/proc/<pid>/cgroup``)."""
+        session = self.scan(cpu_node, nodes, errors)
+        for g in groups:
+            session.container(g)
+        return session.view()
+
+    def _ref(self, k: KubepodsCgroup, spec: OciConfig | None,
              pods: Mapping[str, tuple[str, str]]) -> ContainerRef:
         runtime = k.runtime or (spec.runtime if spec is not None else "")
         kind = k.kind
@@ -237,66 +219,157 @@ class KubernetesReader:
         cid = ID_PREFIX.get(runtime, "") + k.container_id if k.container_id else ""
         return ContainerRef(k.pod_uid, k.qos, namespace, pod, container, cid, kind, runtime)
 
-    def _with_assignments(self, cgroups: dict[str, ContainerRef],
-                          pods: dict[str, tuple[str, str]], cpu_node: Mapping[int, int],
-                          nodes: frozenset[int], errors: ErrorReporter) -> KubernetesView:
-        b = _Builder(nodes, cpu_node)
-        cpu_path = self.fs.kubelet_path(CPU_MANAGER_STATE)
-        mem_path = self.fs.kubelet_path(MEMORY_MANAGER_STATE)
-        dev_path = self.fs.kubelet_path(DEVICE_CHECKPOINT)
-        cpu = self._checkpoint(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
-                               cms.parse_cpu_manager_state, errors)
-        mem = self._checkpoint(MEMORY_MANAGER_STATE, "memory_manager_state", mms.MAX_BYTES,
-                               mms.parse_memory_manager_state, errors)
-        dev = self._checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
-                               kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors)
+
+def cgroup_key(g: ProcCgroup) -> str | None:
+    """Return the path a process's cgroup is known by (memory controller's, else v2's)."""
+    return g.path_for("memory") or g.v2_path
+
+
+class KubernetesScan:
+    """One scan's look-ups: the pod log directories are listed and the checkpoints parsed
+    (from the reader's cache while unchanged) at most once, and only when a process sits in
+    a pod cgroup; ``view()`` ends it."""
+
+    def __init__(self, reader: KubernetesReader, cpu_node: Mapping[int, int],
+                 nodes: frozenset[int], errors: ErrorReporter) -> None:
+        self.reader, self.errors = reader, errors
+        self._b = _Builder(nodes, cpu_node)
+        self._cgroups: dict[str, ContainerRef] = {}
+        self._pods: dict[str, tuple[str, str]] | None = None
+        self._seen_ids: set[str] = set()
+        self._loaded = False
+        self._pod_cpus: Mapping[str, frozenset[int]] = {}
+        self._pod_memory: Mapping[str, tuple[mms.MemoryBlock, ...]] = {}
+        self._cpu_policy = self._memory_policy = ""
+        self._memo: dict[tuple[str, str], Assignment] = {}
+
+    def container(self, g: ProcCgroup) -> ContainerRef | None:
+        """Return who the cgroup ``g`` belongs to, None outside a pod (and remember it)."""
+        key = cgroup_key(g)
+        if not key:
+            return None
+        if key in self._cgroups:
+            return self._cgroups[key]
+        k = kubepods_of(g)
+        if k is None:
+            return None
+        if self._pods is None:
+            self._pods = self.reader._pods(self.errors)
+        spec = self.reader._spec(k.container_id, self.errors) if k.container_id else None
+        self._seen_ids.add(k.container_id)
+        ref = self.reader._ref(k, spec, self._pods)
+        self._cgroups[key] = ref
+        return ref
+
+    def keep(self, key: str, ref: ContainerRef) -> None:
+        """Count in the cgroup of a process not read this scan (its last values served)."""
+        self._cgroups.setdefault(key, ref)
+
+    def assignment(self, ref: ContainerRef) -> Assignment | None:
+        """Return the kubelet's assignment of the container ``ref``, None without one."""
+        if ref.kind != "container":
+            return None
+        self._load()
+        b = self._b
+        found: Assignment | None = None
+        if ref.container:
+            key = (ref.uid, ref.container)
+            if key not in b.cpus and ref.uid in self._pod_cpus:
+                b.cpus[key] = self._pod_cpus[ref.uid]  # pod-level resources
+            if key not in b.memory and ref.uid in self._pod_memory:
+                b.add_memory(key, self._pod_memory[ref.uid])
+            found = self._assign(key, b.cpus.get(key), b.memory.get(key, {}),
+                                 b.devices.get(key, {}))
+        if found is None and ref.container_id:
+            cid = ref.container_id.rpartition("://")[2]
+            if cid in b.cpus_by_id:
+                found = self._assign(("", cid), b.cpus_by_id[cid], {}, {})
+        return found
+
+    def _assign(self, key: tuple[str, str], cpus: frozenset[int] | None,
+                memory: dict[str, frozenset[int]], devices: dict[str, frozenset[int]]
+                ) -> Assignment | None:
+        if key not in self._memo:
+            self._memo[key] = self._b.assignment(cpus, memory, devices)
+        a = self._memo[key]
+        return None if a.empty else a
+
+    def _load(self) -> None:
+        """Parse the three checkpoints (once per scan; cached by the reader while unchanged)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        r, errors, b = self.reader, self.errors, self._b
+        cpu = r._checkpoint(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
+                            cms.parse_cpu_manager_state, errors)
+        mem = r._checkpoint(MEMORY_MANAGER_STATE, "memory_manager_state", mms.MAX_BYTES,
+                            mms.parse_memory_manager_state, errors)
+        dev = r._checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
+                            kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors)
         if cpu is not None:
-            self._report("cpu_manager_state", cpu_path, cpu.error, cpu.error_count, errors)
+            r._report("cpu_manager_state", r.fs.kubelet_path(CPU_MANAGER_STATE), cpu.error,
+                      cpu.error_count, errors)
             if cpu.usable:
                 b.cpus.update(cpu.containers)
                 b.cpus_by_id.update(cpu.by_container_id)
-                self._pod_level_cpus(b, cpu.pods, cgroups)
+                self._pod_cpus = cpu.pods
+                self._cpu_policy = cpu.policy
         if mem is not None:
-            self._report("memory_manager_state", mem_path, mem.error, mem.error_count, errors)
+            r._report("memory_manager_state", r.fs.kubelet_path(MEMORY_MANAGER_STATE),
+                      mem.error, mem.error_count, errors)
             if mem.usable:
                 for key, blocks in mem.containers.items():
                     b.add_memory(key, blocks)
-                for ref in cgroups.values():
-                    key = (ref.uid, ref.container)
-                    if ref.container and key not in b.memory and ref.uid in mem.pods:
-                        b.add_memory(key, mem.pods[ref.uid])
+                self._pod_memory = mem.pods
+                self._memory_policy = mem.policy
         if dev is not None:
-            self._report("kubelet_internal_checkpoint", dev_path, dev.error, dev.error_count,
-                         errors)
+            r._report("kubelet_internal_checkpoint", r.fs.kubelet_path(DEVICE_CHECKPOINT),
+                      dev.error, dev.error_count, errors)
             if dev.usable:
                 for e in dev.entries:
                     per = b.devices.setdefault((e.pod_uid, e.container), {})
                     per[e.resource] = per.get(e.resource, frozenset()) | b.known(e.nodes)
+
+    def view(self) -> KubernetesView:
+        """Return what this scan found: every pod cgroup met, every assignment of the
+        checkpoints, unknown nodes and CPUs reported once."""
+        r = self.reader
+        if not self._cgroups:
+            if not r._quiet_said:
+                log.debug("no process in a Kubernetes pod cgroup; kubelet files not read")
+                r._quiet_said = True
+            return KubernetesView()
+        r._quiet_said = False
+        for cid in [c for c in r._specs if c not in self._seen_ids]:
+            del r._specs[cid]
+        cgroups = dict(sorted(self._cgroups.items()))
+        for ref in cgroups.values():
+            self.assignment(ref)  # pod-level resources of the containers met
+        self._load()
+        pods = dict(self._pods or {})
+        for ref in cgroups.values():
+            if ref.namespace and ref.uid not in pods:
+                pods[ref.uid] = (ref.namespace, ref.pod)
+        b = self._b
         assignments: dict[tuple[str, str], Assignment] = {}
         for key in sorted({*b.cpus, *b.memory, *b.devices}):
-            a = b.assignment(b.cpus.get(key), b.memory.get(key, {}), b.devices.get(key, {}))
-            if not a.empty:
+            a = self._assign(key, b.cpus.get(key), b.memory.get(key, {}),
+                             b.devices.get(key, {}))
+            if a is not None:
                 assignments[key] = a
-        by_id = {cid: b.assignment(c, {}, {}) for cid, c in b.cpus_by_id.items()}
-        by_id = {cid: a for cid, a in by_id.items() if not a.empty}
+        by_id: dict[str, Assignment] = {}
+        for cid, c in b.cpus_by_id.items():
+            a = self._assign(("", cid), c, {}, {})
+            if a is not None:
+                by_id[cid] = a
         if b.unknown_nodes:
             listed = ",".join(str(n) for n in sorted(b.unknown_nodes)[:16])
-            errors.parse("kubelet_assignment", "NUMA nodes", len(b.unknown_nodes),
-                         error="the kubelet's checkpoints name NUMA nodes this host does "
-                               f"not have: {listed}")
+            self.errors.parse("kubelet_assignment", "NUMA nodes", len(b.unknown_nodes),
+                              error="the kubelet's checkpoints name NUMA nodes this host "
+                                    f"does not have: {listed}")
         if b.unknown_cpus:
-            errors.parse("kubelet_assignment", "CPUs", b.unknown_cpus,
-                         error="the CPU Manager checkpoint names CPUs this host does not "
-                               "have; those containers' CPU nodes are left out")
-        return KubernetesView(cgroups, pods, assignments, by_id,
-                              cpu.policy if cpu is not None and cpu.usable else "",
-                              mem.policy if mem is not None and mem.usable else "")
-
-    @staticmethod
-    def _pod_level_cpus(b: _Builder, pod_cpus: Mapping[str, frozenset[int]],
-                        cgroups: Mapping[str, ContainerRef]) -> None:
-        """Give containers without their own CPUs their pod's (pod-level resources)."""
-        for ref in cgroups.values():
-            key = (ref.uid, ref.container)
-            if ref.container and key not in b.cpus and ref.uid in pod_cpus:
-                b.cpus[key] = pod_cpus[ref.uid]
+            self.errors.parse("kubelet_assignment", "CPUs", b.unknown_cpus,
+                              error="the CPU Manager checkpoint names CPUs this host does "
+                                    "not have; those containers' CPU nodes are left out")
+        return KubernetesView(cgroups, pods, assignments, by_id, self._cpu_policy,
+                              self._memory_policy)

@@ -21,6 +21,12 @@ from numa_exporter.model.cadence import Plan
 from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
 from numa_exporter.model.home import Home, home_for, locality
+from numa_exporter.model.kubernetes import (
+    Assignment,
+    ContainerRef,
+    kubelet_home,
+    kubelet_mismatches,
+)
 from numa_exporter.model.process_state import ProcessState, ProcessTable
 from numa_exporter.model.snapshot import AcceleratorUse, ProcessSample, SystemSample
 from numa_exporter.model.threads import ThreadReading
@@ -29,8 +35,10 @@ from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind, NumaMaps, fold_nodes
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
+from numa_exporter.parsers.text import label_text
 from numa_exporter.readers.accelerator_use import AcceleratorMap, pinned_home
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.kubernetes import KubernetesScan, cgroup_key
 from numa_exporter.readers.process_files import (
     Bound,
     read_boot_time,
@@ -128,6 +136,8 @@ class ProcessReader:
         self.clock = clock
         self.wall = wall
         self._btime: int | None = None
+        # the scan's Kubernetes look-ups (set by the scanner for one scan; None: off)
+        self.kube: KubernetesScan | None = None
 
     # --- stage 1: threads ----------------------------------------------------------------
     def threads(self, files: ProcessFiles, st: ProcessState
@@ -239,14 +249,30 @@ class ProcessReader:
             return ()
 
     def cgroup(self, files: ProcessFiles) -> tuple[str | None, ProcCgroup | None]:
-        """Return the process's memory cgroup path and its parsed cgroup file (None, None
-        with the cgroup collector off or the file unreadable)."""
-        if not self.config.enabled("cgroup"):
+        """Return the process's memory cgroup path (None with the cgroup collector off) and
+        its parsed cgroup file (None when neither the cgroup collector nor the Kubernetes
+        look-ups want it, or the file is unreadable)."""
+        wanted = self.config.enabled("cgroup")
+        if not wanted and self.kube is None:
             return None, None
         cg = read_cgroup(files, self.errors)
         if cg is None:
             return None, None
-        return cg.path_for("memory"), cg
+        return (cg.path_for("memory") if wanted else None), cg
+
+    def kubernetes(self, cg: ProcCgroup | None
+                   ) -> tuple[ContainerRef | None, Assignment | None]:
+        """Return the pod container of cgroup ``cg`` and the kubelet's assignment of it
+        (None, None outside a pod or with the collector off)."""
+        if self.kube is None or cg is None:
+            return None, None
+        try:
+            ref = self.kube.container(cg)
+            return ref, (self.kube.assignment(ref) if ref is not None else None)
+        except Exception as exc:  # a bug here costs the process its pod, not its sample
+            where = label_text(cg.v2_path or cg.path_for("memory") or "", 200)
+            self.errors.bug("kubernetes", where, exc)
+            return None, None
 
     # --- stage 4: binding ----------------------------------------------------------------
     def binding(self, cand: Candidate, system: SystemSample, pl: Placement,
@@ -317,13 +343,18 @@ class ProcessReader:
             found = texts(files, stat.comm)
         uses = self.accelerators(cand, found)
         accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
-        home: Home = home_for(weights, affinity, pinned_home(cfg, found), accel_nodes)
         cgroup_path, cg = self.cgroup(files)
         if cg is not None and groups is not None:
             groups.append(cg)
+        pod, kubelet = self.kubernetes(cg)
+        home: Home = home_for(weights, affinity, pinned_home(cfg, found), accel_nodes,
+                              kubelet_home(kubelet))
         node_bytes = fold_nodes(pl.bytes)
         loc = locality(node_bytes, home)
         binding = self.binding(cand, system, pl, affinity, frozenset(by_node), accel_nodes)
+        mismatches = dict(binding.mismatches) if binding else {}
+        if binding is not None and kubelet is not None:
+            mismatches.update(kubelet_mismatches(kubelet, node_bytes, frozenset(by_node)))
         btime = self.boot_time()
         start_time = (btime or 0) + stat.starttime / CLK_TCK
         drift = None
@@ -353,7 +384,7 @@ class ProcessReader:
             accelerators=uses,
             memory_bound=binding.memory_bound if binding else None,
             cpus_bound=binding.cpus_bound if binding else None,
-            mismatches=binding.mismatches if binding else {},
+            mismatches=mismatches,
             drift=drift,
             last_scan_timestamp=now.wall,
             method=pl.method,
@@ -362,4 +393,7 @@ class ProcessReader:
             else None,
             next_scan_timestamp=(now.wall_of(plan_.next_due) if plan_ is not None
                                  else now.wall),
+            kubernetes=pod,
+            kubernetes_cgroup=cgroup_key(cg) if pod is not None and cg is not None else None,
+            kubelet=kubelet,
         )

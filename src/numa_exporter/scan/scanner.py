@@ -19,6 +19,7 @@ from numa_exporter.config import Config
 from numa_exporter.model.cadence import CadencePolicy, plan
 from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.drift import WarmupRule
+from numa_exporter.model.kubernetes import KubernetesView
 from numa_exporter.model.process_state import ProcessState, ProcessTable
 from numa_exporter.model.read_times import ReadTimeHistogram
 from numa_exporter.model.snapshot import (
@@ -34,6 +35,7 @@ from numa_exporter.readers.accelerator_use import AcceleratorMap
 from numa_exporter.readers.accelerators import AcceleratorSource
 from numa_exporter.readers.cgroups import read_cgroups
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.kubernetes import KubernetesReader
 from numa_exporter.readers.process_files import (
     read_live_thread,
     read_numa_maps,
@@ -51,6 +53,7 @@ from numa_exporter.scan.select import Candidate, new_states, select
 from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
+from numa_exporter.sources.rootfs import RootFS
 from numa_exporter.sources.sysfs import NodeSysFS
 
 log = structlog.get_logger("numa_exporter.scan.scanner")
@@ -96,6 +99,8 @@ class Scanner:
         self.table = ProcessTable(WarmupRule(config.warmup_age, config.warmup_scans,
                                              config.warmup_rss_tolerance))
         self.topology = empty_topology()
+        self.kube = KubernetesReader(RootFS(config.roots.rootfs, config.kubelet_root_dir))
+        self.kubernetes_view = KubernetesView()  # of the last scan (or sample_one)
         self.reader = ProcessReader(config, self.errors, self.table, self.accel,
                                     lambda: self.topology, self.proc, placement, sampled,
                                     clock, wall)
@@ -156,7 +161,35 @@ class Scanner:
             files, status = found
         if status is None:
             return None, system
-        return self.reader.read(Candidate(pid, status, files), system), system
+        self._begin_kubernetes(system)
+        try:
+            sample = self.reader.read(Candidate(pid, status, files), system)
+        finally:
+            self.kubernetes_view = self._end_kubernetes([])
+        return sample, system
+
+    # --- Kubernetes look-ups, one session per scan ----------------------------------------
+    def _begin_kubernetes(self, system: SystemSample) -> None:
+        """Hand the process reader a new session of Kubernetes look-ups (collector on)."""
+        self.reader.kube = None
+        if self.config.enabled("kubernetes"):
+            topo = system.topology
+            self.reader.kube = self.kube.scan(topo.node_of_cpu(), frozenset(topo.nodes),
+                                              self.errors)
+
+    def _end_kubernetes(self, samples: list[ProcessSample]) -> KubernetesView:
+        """Return the session's view, with the pods of processes kept from earlier scans."""
+        session, self.reader.kube = self.reader.kube, None
+        if session is None:
+            return KubernetesView()
+        for s in samples:
+            if s.kubernetes is not None and s.kubernetes_cgroup is not None:
+                session.keep(s.kubernetes_cgroup, s.kubernetes)
+        try:
+            return session.view()
+        except Exception as exc:  # a bug here costs the Kubernetes families, not the scan
+            self.errors.bug("kubernetes", str(self.config.roots.rootfs), exc)
+            return KubernetesView()
 
     # --- the scan ----------------------------------------------------------------------
     def _cadence(self) -> CadencePolicy:
@@ -262,6 +295,7 @@ class Scanner:
         pending: list[int] = []
         groups: list[ProcCgroup] = []
         listed: frozenset[int] | None = None
+        self._begin_kubernetes(system)
         if cfg.enabled("process"):
             cands: list[Candidate] = []
             try:
@@ -271,6 +305,7 @@ class Scanner:
             except Exception as exc:
                 self.errors.bug("proc", str(self.proc.root), exc)
             samples, pending = self._process_scan(cands, system, now, states, groups)
+        self.kubernetes_view = view = self._end_kubernetes(samples)
         cgroups: tuple[CgroupSample, ...] = ()
         if self.cgroupfs is not None:
             try:
@@ -292,7 +327,8 @@ class Scanner:
                  skipped=states["skipped"], denied=states["denied"], gone=states["gone"],
                  pending=len(pending), seconds=round(duration, 4), **fields)
         return Snapshot(system=system, processes=tuple(samples), stats=stats,
-                        accelerators=self.accel.exported(), cgroups=cgroups)
+                        accelerators=self.accel.exported(), cgroups=cgroups,
+                        kubernetes=view)
 
     def _once_notes(self, system: SystemSample, states: dict[str, int], served: int) -> None:
         """Log, once each, the conditions that make every value look the same."""
