@@ -175,3 +175,17 @@ def test_real_zombie_leader_is_scanned_and_inspected(zombie_leader: int) -> None
                        capture_output=True, text=True, cwd=REPO, check=False)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["comm"] == "zombie-leader"
+
+
+def test_a_thread_read_through_that_exits_is_gone_not_absent() -> None:
+    """The live thread can exit between listing and reading: that is the process going
+    away (next scan picks another thread), not a file missing from a live process."""
+    from numa_exporter.sources.errors import Absent, Gone
+    from numa_exporter.sources.procfs import ProcFS
+
+    files = ProcFS(ROOTS / "two_node" / "proc").process(PID)
+    with pytest.raises(Gone) as exc:
+        list(files.through(99999).numa_maps())
+    assert not isinstance(exc.value, Absent)
+    with pytest.raises(Absent):  # a file missing while the process is there stays Absent
+        list(files.maps())  # the fixture has no maps file for 300

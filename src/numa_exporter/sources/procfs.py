@@ -157,7 +157,7 @@ class ProcessFiles:
         if err.errno != errno.ENOENT:
             return err  # ESRCH: the process is exiting
         try:
-            os.stat(self.path)
+            os.stat(self._mm)  # the live thread read through, when there is one
         except OSError:
             return err
         return Absent(err.source, err.path, OSError(errno.ENOENT, "absent while the process "
