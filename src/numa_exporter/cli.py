@@ -252,7 +252,7 @@ def pins_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser, root
     except PinError as exc:
         parser.error(f"--config.file: {exc}")
     try:
-        check_nodes(homes, host_nodes(roots))
+        check_nodes(homes, host_nodes(roots), accels)
     except PinError as exc:
         parser.error(f"--config.file: {path}: {exc}")
     return homes, accels

@@ -21,10 +21,15 @@ class HomePin:
 
 @dataclass(frozen=True, slots=True)
 class AcceleratorPin:
-    """Config-file rule: processes matching use these accelerator PCI addresses."""
+    """Config-file rule: processes matching use these accelerator PCI addresses.
+
+    ``memory_nodes``: the accelerators' own memory nodes, where their memory is itself a
+    NUMA node (coherent CPU-GPU platforms; sysfs does not link a GPU to its memory node).
+    """
 
     match: Pattern
     pci_addresses: tuple[str, ...]
+    memory_nodes: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,15 @@ class Config:
     full_interval: float = 0.0  # exact full reads of sampled processes this often (0: never)
     process_budget: float = 0.5  # average full-read seconds one process may cost per scan
     kubelet_root_dir: str = "/var/lib/kubelet"  # a host path, under roots.rootfs
+
+    def accelerator_memory(self) -> dict[str, frozenset[int]]:
+        """Return PCI address -> memory nodes declared by the accelerator pins."""
+        out: dict[str, frozenset[int]] = {}
+        for pin in self.accelerator_pins:
+            if pin.memory_nodes:
+                for addr in pin.pci_addresses:
+                    out[addr] = out.get(addr, frozenset()) | pin.memory_nodes
+        return out
 
     def enabled(self, collector: str) -> bool:
         """Return whether the collector called ``collector`` is on.

@@ -8,7 +8,12 @@ nodes = "0"              # kernel list format
 [[accelerator]]
 match = "triton"
 pci_addresses = ["0000:3b:00.0"]
+memory_nodes = "1"       # optional: the accelerator's own memory is NUMA node 1
 ```
+
+``memory_nodes`` declares where an accelerator's memory is itself a NUMA node (coherent
+CPU-GPU platforms, where the GPU's PCI ``numa_node`` reads -1); it applies to every process
+that uses that accelerator (pinned here or found through its open device files).
 
 Every error names the entry (``home[0].nodes``) and says what is wrong in one line.
 """
@@ -30,7 +35,8 @@ MAX_NODE_LIST = 256  # characters of one node list
 MAX_PCI_ADDRESSES = 256
 MAX_ENTRIES = 1024  # [[home]] or [[accelerator]] tables in one file
 
-_SECTIONS = {"home": ("match", "nodes"), "accelerator": ("match", "pci_addresses")}
+_SECTIONS = {"home": ("match", "nodes"),
+             "accelerator": ("match", "pci_addresses", "memory_nodes")}
 _PCI = re.compile(r"^(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 
 
@@ -62,14 +68,14 @@ def parse_node_list(text: str) -> frozenset[int] | None:
     return parse_cpulist(text, MAX_NODE_ID) or None
 
 
-def _nodes(entry: dict[str, Any], where: str) -> frozenset[int]:
-    raw = entry.get("nodes")
+def _nodes(entry: dict[str, Any], where: str, key: str = "nodes") -> frozenset[int]:
+    raw = entry.get(key)
     if isinstance(raw, int) and not isinstance(raw, bool):
         raw = str(raw)
     nodes = parse_node_list(raw) if isinstance(raw, str) else None
     if not nodes:
         shown = repr(raw) if not isinstance(raw, str) or len(raw) <= 40 else repr(raw[:40]) + "..."
-        raise PinError(f"{where}.nodes: must be a node list such as \"0\" or \"0-1\" with ids "
+        raise PinError(f"{where}.{key}: must be a node list such as \"0\" or \"0-1\" with ids "
                        f"0-{MAX_NODE_ID}, got {shown}")
     return nodes
 
@@ -115,19 +121,26 @@ def parse_pins(text: str) -> Pins:
     if unknown:
         raise PinError(f"unknown sections: {', '.join(unknown)} (known: home, accelerator)")
     homes = [HomePin(_pattern(e, w), _nodes(e, w)) for w, e in _entries(data, "home")]
-    accels = [AcceleratorPin(_pattern(e, w), _addresses(e, w))
+    accels = [AcceleratorPin(_pattern(e, w), _addresses(e, w),
+                             _nodes(e, w, "memory_nodes") if "memory_nodes" in e
+                             else frozenset())
               for w, e in _entries(data, "accelerator")]
     return tuple(homes), tuple(accels)
 
 
-def check_nodes(homes: tuple[HomePin, ...], nodes: Iterable[int]) -> None:
-    """Raise PinError when a home pin names a node this host does not have."""
+def check_nodes(homes: tuple[HomePin, ...], nodes: Iterable[int],
+                accels: tuple[AcceleratorPin, ...] = ()) -> None:
+    """Raise PinError when a home pin (or an accelerator's memory_nodes) names a node this
+    host does not have."""
     have = frozenset(nodes)
-    for i, pin in enumerate(homes):
-        absent = sorted(pin.nodes - have)
+    listed = ",".join(str(n) for n in sorted(have)) or "none"
+    named = [(f"home[{i}].nodes", pin.nodes) for i, pin in enumerate(homes)]
+    named += [(f"accelerator[{i}].memory_nodes", pin.memory_nodes)
+              for i, pin in enumerate(accels)]
+    for where, want in named:
+        absent = sorted(want - have)
         if absent:
-            listed = ",".join(str(n) for n in sorted(have)) or "none"
-            raise PinError(f"home[{i}].nodes: node {absent[0]} does not exist on this host "
+            raise PinError(f"{where}: node {absent[0]} does not exist on this host "
                            f"(nodes: {listed})")
 
 

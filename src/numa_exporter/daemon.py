@@ -63,7 +63,7 @@ class App:
             return True
         try:
             homes, accels = load_pins(path)
-            check_nodes(homes, self.sampler.scanner.topology.nodes)
+            check_nodes(homes, self.sampler.scanner.topology.nodes, accels)
         except PinError as exc:
             log.error("config reload failed; keeping the running config", file=str(path),
                       error=str(exc))

@@ -32,7 +32,7 @@ from numa_exporter.scan.scanner import Scanner
 
 # The switchable collectors, written out: a collector lost from the registry fails here.
 NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "kubernetes", "vmstat", "node",
-         "balancing"}
+         "balancing", "tiers"}
 
 
 def _config(root: str, **kw: Any) -> Config:
@@ -107,7 +107,7 @@ def test_each_collector_emits_only_its_declared_families(root: str) -> None:
 
 def test_every_declared_family_is_emitted_on_some_fixture_root() -> None:
     seen: set[str] = set()
-    for root in ("two_node", "four_node", "inference"):
+    for root in ("two_node", "four_node", "inference", "grace_hopper"):
         cfg, snap = _scan(root)
         for c in registry.ALL:
             for metric in c.emit(snap):

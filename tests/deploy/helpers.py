@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from numa_exporter.collectors.registry import SPECS
+from numa_exporter.web.counters import LIVE_COUNTERS
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -181,9 +182,12 @@ def pending_flags_not_yet_known() -> frozenset[str]:
 
 
 def known_series_name(name: str) -> bool:
-    """True for exporter metrics (per the collector registry), recorded series, and ``up``."""
+    """True for exporter metrics (per the collector registry and the web server's live
+    counters), recorded series, and ``up``."""
     recorded = {r["record"] for r in rules(RECORDING)}
     if name in recorded or name == "up":
+        return True
+    if name in {c + "_total" for c in LIVE_COUNTERS}:  # the web server's, read per scrape
         return True
     for spec in SPECS:
         if spec.pattern:

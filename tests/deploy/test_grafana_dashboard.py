@@ -108,27 +108,50 @@ JOIN = ('* on (instance, job, pid) group_left (comm) '
         'numa_process_info{instance=~"$instance", comm=~"$process"}')
 
 
+def _unfiltered(expr: str) -> tuple[list[str], int]:
+    """Return what in ``expr`` escapes $process, and how many per-process selectors it has.
+
+    Per-process series carry pid only: each per-process query joins comm back from
+    numa_process_info, the one selector filtered by $process; no other selector names comm.
+    """
+    sels = [(name, sel) for name, sel in re.findall(
+                r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", expr)
+            if name != "numa_process_kubernetes_info"]  # no comm label: filtered by pod
+    bad: list[str] = []
+    found = 0
+    if sels and JOIN not in expr:
+        bad.append("not joined to numa_process_info filtered by $process")
+    for name, sel in sels:
+        if name == "numa_process_info":
+            if 'comm=~"$process"' not in sel:
+                bad.append(f"{name}{{{sel}}}")
+        else:
+            found += 1
+            if "comm" in sel:
+                bad.append(f"{name}{{{sel}}}: comm is on numa_process_info only")
+    return bad, found
+
+
 def test_process_panels_filter_by_process() -> None:
-    """Per-process series carry pid only: each per-process query joins comm back from
-    numa_process_info, which is the one selector filtered by $process."""
     checked = 0
     for p, t in panel_targets(dashboard()):
         if p["title"] in NOT_PER_PROCESS:
             continue
-        expr = t["expr"]
-        sels = [(name, sel) for name, sel in re.findall(
-                    r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", expr)
-                if name != "numa_process_kubernetes_info"]  # no comm label: filtered by pod
-        if not sels:
-            continue
-        assert JOIN in expr, f"{p['title']}: {expr}"
-        for name, sel in sels:
-            if name == "numa_process_info":
-                assert 'comm=~"$process"' in sel, f"{p['title']}: {{{sel}}}"
-            else:
-                assert "comm" not in sel, f"{p['title']}: {name}{{{sel}}}"
-                checked += 1
+        bad, found = _unfiltered(t["expr"])
+        assert not bad, f"{p['title']}: {bad}"
+        checked += found
     assert checked >= 10
+
+
+def test_process_filter_rule_catches_what_escapes_it() -> None:
+    assert _unfiltered('numa_process_fault_remote_ratio{instance=~"$instance"}')[0]
+    assert _unfiltered(
+        'numa_process_remote_memory_ratio{instance=~"$instance", comm=~"$process"}')[0]
+    assert _unfiltered(
+        'numa_process_fault_remote_ratio{instance=~"$instance"} and on (instance, job, pid) '
+        'numa_process_start_time_seconds{instance=~"$instance", comm=~"$process"}')[0]
+    assert not _unfiltered(
+        'numa_process_fault_remote_ratio{instance=~"$instance"} ' + JOIN)[0]
 
 
 def test_pod_panels_filter_by_namespace_and_pod() -> None:
@@ -167,6 +190,10 @@ def test_dashboard_covers_the_required_views() -> None:
                    "numa_vmstat_pgmigrate_success", "numa_node_miss", "numa_node_foreign",
                    "numa_balancing_mode", "numa_process_accelerator_info", "numa_accelerator_info",
                    "numa_exporter_scan_duration_seconds", "numa_exporter_parse_errors_total",
+                   "numa_vmstat_numa_hint_faults_local_total", "numa_process_fault_remote_ratio",
+                   'accessor="cpu"', "numa_process_tier_memory_bytes",
+                   "numa_node_vmstat_pgpromote_success_total", "numa_node_memory_tier",
+                   "numa_node_access_latency_seconds",
                    'numa_exporter_processes{instance=~"$instance"}',
                    "numa_process_kubernetes_info", "numa_kubernetes_container_assigned_nodes_info",
                    'reason=~"kubelet_.+"'):

@@ -1,8 +1,10 @@
 """A real Prometheus scraping real exporters: every dashboard query and rule expression runs.
 
-Four exporters are started (scan interval 1s): on the two_node fixture root, on the
+Five exporters are started (scan interval 1s): on the two_node fixture root, on the
 inference fixture root (accelerators from its udev records), on the kubernetes fixture root
-(its host files under --path.rootfs) and on this machine's /proc. Next to them, a static
+(its host files under --path.rootfs), on the grace_hopper root (hinting faults, CPU-less and
+generic-initiator nodes, HMAT, the GPU's memory node from its config.toml) and on this
+machine's /proc. Next to them, a static
 kube-state-metrics-shaped exposition (kube_pod_info, kube_pod_container_info of the kubernetes
 root's pods) is served over HTTP. Prometheus (Debian's binary, own config and storage,
 loopback ports, scrape and rule evaluation every 1s) scrapes them all and loads the three
@@ -123,7 +125,8 @@ class Stack:
 def _exporters() -> dict[str, list[str]]:
     two, inf = FIXTURE_ROOTS / "two_node", FIXTURE_ROOTS / "inference"
     kube = FIXTURE_ROOTS / "kubernetes"
-    for root in (two, inf, kube):
+    gh = FIXTURE_ROOTS / "grace_hopper"
+    for root in (two, inf, kube, gh):
         if not (root / "proc").is_dir() or not (root / "sys").is_dir():
             missing(f"fixture root {root}")
     records = inf / "udev.json"
@@ -135,6 +138,9 @@ def _exporters() -> dict[str, list[str]]:
                       f"--accelerator.records={records}"],
         "kubernetes": [f"--path.procfs={kube / 'proc'}", f"--path.sysfs={kube / 'sys'}",
                        f"--path.rootfs={kube / 'rootfs'}", "--process.min-resident=0"],
+        "grace_hopper": [f"--path.procfs={gh / 'proc'}", f"--path.sysfs={gh / 'sys'}",
+                         f"--accelerator.records={gh / 'udev.json'}",
+                         f"--config.file={gh / 'config.toml'}"],
         "real": ["--process.min-resident=0"],
     }
 

@@ -37,7 +37,7 @@ EXPECTED_ALERTS = {
     "NumaHostPageMigrationHigh", "NumaBalancingWithStrictBinding", "NumaAcceleratorNodeMismatch",
     "NumaExporterDown", "NumaExporterScanStale", "NumaExporterScanSlow",
     "NumaExporterParseErrors", "NumaExporterPermissionDenied", "NumaProcessMemoryOffPolicyNodes",
-    "NumaProcessScanStale",
+    "NumaProcessScanStale", "NumaExporterWebRefusing", "NumaProcessRemoteAccessesWhilePlacedLocal",
 }
 def alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for r in rules(RULES) if "alert" in r}

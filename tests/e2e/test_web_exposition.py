@@ -124,6 +124,9 @@ def test_disable_exporter_metrics(start_daemon: StartDaemon) -> None:
     assert b"numa_exporter_build_info" in text
     names = {ln.split()[2] for ln in text.decode().splitlines() if ln.startswith("# TYPE")}
     assert not {n for n in names if n.startswith(("process_", "python_"))}, names
+    # the web layer's own counters go with them (node_exporter's flag drops promhttp_*)
+    assert not {n for n in names if n.startswith("numa_exporter_web_")}, names
+    assert "numa_exporter_scans_total" in names, "the scan's own families stay"
 
 
 def _fails(*flags: str) -> str:

@@ -112,11 +112,14 @@ def test_python_ssl_client_with_basic_auth(tls_daemon: Daemon, pki: dict[str, Pa
         _get(port, ssl.create_default_context())  # the system CAs do not know this server
 
 
-def test_plain_http_is_refused_on_the_tls_port(tls_daemon: Daemon) -> None:
+def test_plain_http_is_refused_on_the_tls_port(tls_daemon: Daemon,
+                                               pki: dict[str, Path]) -> None:
     out = raw_request(tls_daemon.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
     assert out.startswith(b"HTTP/1.0 400 Bad Request") and b"HTTPS" in out
     assert b"numa_" not in out
     assert http_get(f"http://127.0.0.1:{tls_daemon.port}/metrics")[0] in (0, 400)
+    _, _, body = _get(tls_daemon.port, _client_ctx(pki), **_auth())
+    assert b'numa_exporter_web_requests_refused_total{reason="bad_request"} 2.0' in body
 
 
 def test_tls_versions_below_min_version_are_refused(

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from numa_exporter.config import Config
 from numa_exporter.config_file import PinError, check_nodes, load_pins, parse_node_list, parse_pins
 from numa_exporter.flags import parse_duration, parse_size
 from numa_exporter.patterns import MAX_TEXT, PatternError, compile_pattern
@@ -154,3 +155,29 @@ def test_bad_patterns(text: str, fragment: str) -> None:
 def test_huge_sizes_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match=r"not a size|too large"):
         parse_size(text)
+
+
+def test_accelerator_memory_nodes() -> None:
+    _, accels = parse_pins('[[accelerator]]\nmatch = "a"\npci_addresses = ["0009:01:00.0"]\n'
+                           'memory_nodes = "1-2"\n[[accelerator]]\nmatch = "b"\n'
+                           'pci_addresses = ["0000:3b:00.0", "0009:01:00.0"]\n'
+                           'memory_nodes = 4\n[[accelerator]]\nmatch = "c"\n'
+                           'pci_addresses = ["0000:3c:00.0"]\n')
+    assert [a.memory_nodes for a in accels] == [frozenset({1, 2}), frozenset({4}), frozenset()]
+    cfg = Config(accelerator_pins=accels)
+    assert cfg.accelerator_memory() == {"0009:01:00.0": frozenset({1, 2, 4}),
+                                        "0000:3b:00.0": frozenset({4})}
+
+
+@pytest.mark.parametrize("value", ['"x"', '""', '"1-"', '"2000"', "[1]"])
+def test_bad_accelerator_memory_nodes(value: str) -> None:
+    with pytest.raises(PinError, match=r"accelerator\[0\]\.memory_nodes: must be a node list"):
+        parse_pins(f'[[accelerator]]\nmatch = "a"\npci_addresses = ["0009:01:00.0"]\n'
+                   f"memory_nodes = {value}\n")
+
+
+def test_accelerator_memory_node_must_exist() -> None:
+    _, accels = parse_pins('[[accelerator]]\nmatch = "a"\npci_addresses = ["0009:01:00.0"]\n'
+                           'memory_nodes = "3"\n')
+    with pytest.raises(PinError, match=r"accelerator\[0\]\.memory_nodes: node 3 does not"):
+        check_nodes((), (0, 1), accels)

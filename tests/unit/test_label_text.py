@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from numa_exporter.parsers.text import MAX_LABEL_CHARS, label_text, safe_text
@@ -78,6 +78,7 @@ def test_safe_text_escapes_and_has_no_length_bound() -> None:
     assert safe_text(long) == "x" * 2000 + "\\xff\\x1b"
 
 
+@settings(deadline=None)  # a loaded host must not fail it on time
 @given(st.binary(max_size=1200))
 def test_any_bytes_encode_as_utf8(raw: bytes) -> None:
     out = label_text(raw)
@@ -86,12 +87,14 @@ def test_any_bytes_encode_as_utf8(raw: bytes) -> None:
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in out)
 
 
+@settings(deadline=None)  # a loaded host must not fail it on time
 @given(st.binary(max_size=700), st.binary(max_size=700))
 def test_different_bytes_give_different_labels(a: bytes, b: bytes) -> None:
     if a != b:
         assert label_text(a) != label_text(b)
 
 
+@settings(deadline=None)  # a loaded host must not fail it on time
 @given(st.text(max_size=300))
 def test_any_text_encodes_as_utf8(text: str) -> None:
     label_text(text).encode("utf-8")

@@ -13,10 +13,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numa_exporter.parsers.pid_sched import find_pages_migrated, parse_pid_sched
+from numa_exporter.parsers.pid_sched import (
+    NumaFaultsLine,
+    SchedFaults,
+    find_pages_migrated,
+    parse_pid_sched,
+)
 from numa_exporter.parsers.pid_schedstat import parse_schedstat
 from numa_exporter.parsers.task_stat import parse_task_stat
-from numa_exporter.readers.threads import ThreadReading, read_threads
+from numa_exporter.readers.threads import SchedGate, ThreadReading, read_threads
 from numa_exporter.sources import threads as threads_mod
 from numa_exporter.sources.errors import Denied, Gone
 from numa_exporter.sources.procfs import ProcFS
@@ -72,10 +77,14 @@ def write(root: Path, tasks: list[Task], schedstat: str = "real") -> None:
             (d / "schedstat").write_bytes(b"0 0 0\n")
 
 
+# the fault block sched_text() writes, as the parser must give it back
+FAULTS = SchedFaults("current", 1, 0, (NumaFaultsLine(0, 1, 0, 0, 0),))
+
+
 def full(t: Task, schedstat: bool = True) -> ThreadReading:
     """Return what a reading that reads every file gives for the task."""
     return ThreadReading(t.tid, t.cpu, t.utime + t.stime, t.run_ns if schedstat else None,
-                         t.migrated, t.slices if schedstat else None, t.state == "R")
+                         t.migrated, t.slices if schedstat else None, t.state == "R", FAULTS)
 
 
 class Errors(list[tuple[str, str]]):
@@ -325,3 +334,36 @@ def test_malformed_task_stat(data: bytes) -> None:
 def test_task_stat_with_parentheses_in_comm() -> None:
     s = parse_task_stat(stat_line(Task(5, state="D", cpu=7, utime=3, stime=4), "a) (b"))
     assert s is not None and (s.state, s.ticks, s.processor) == (b"D", 7, 7)
+
+
+LEGACY_SCHED = (b"w (300, #threads: 2)\n" + b"-" * 67 + b"\n"
+                b"se.sum_exec_runtime                          :        5.000000\n"
+                b"numa_migrations, 0\n"
+                b"numa_faults_memory, 0, 0, 1, 0, -1\n")
+
+
+def test_a_legacy_sched_closes_the_gate_and_is_not_read_again(tmp_path: Path) -> None:
+    """3.13-4.1 reset numa_pages_migrated on each read: after the first such file, no
+    thread's sched is read (the second thread's is a folder: reading it would fail)."""
+    tasks = [Task(PID), Task(PID + 1)]
+    write(tmp_path, tasks)
+    first = tmp_path / str(PID) / "task" / str(PID) / "sched"
+    first.write_bytes(LEGACY_SCHED)
+    second = tmp_path / str(PID) / "task" / str(PID + 1) / "sched"
+    second.unlink()
+    second.mkdir()
+    gate = SchedGate()
+    errors = Errors()
+    got = read_threads(ProcFS(tmp_path).process(PID), {}, errors, gate)
+    assert gate.refused and not gate.read and errors == []
+    assert [r.pages_migrated for r in got] == [None, None]
+    assert got[0].faults == SchedFaults("legacy") and got[1].faults is None
+    # a later process on the same kernel: not read at all
+    again = read_threads(ProcFS(tmp_path).process(PID), {}, errors, gate)
+    assert all(r.faults is None and r.pages_migrated is None for r in again)
+
+
+def test_faults_are_not_parsed_with_the_gate_off(tmp_path: Path) -> None:
+    write(tmp_path, [Task(PID, migrated=5)])
+    got = read_threads(ProcFS(tmp_path).process(PID), {}, Errors(), SchedGate(faults=False))
+    assert got == [replace(full(Task(PID, migrated=5)), faults=None)]

@@ -20,6 +20,7 @@ from . import (
     node,
     process,
     scrape,
+    tiers,
     vmstat,
 )
 from .base import CollectorDef
@@ -35,6 +36,7 @@ ALL: tuple[CollectorDef, ...] = (
     vmstat.COLLECTOR,
     node.COLLECTOR,
     balancing.COLLECTOR,
+    tiers.COLLECTOR,
 )
 
 # Names of the collectors a flag turns on and off (all default on).

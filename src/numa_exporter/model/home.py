@@ -4,6 +4,10 @@ Home nodes are the nodes that count as local. Candidates are tried in precedence
 (``config`` > ``kubelet`` > ``accelerator`` > ``threads`` > ``affinity``); the first that names
 any node wins. ``kubelet`` is the kubelet's assignment of the process's container
 (``model/kubernetes.py``: its Memory Manager nodes, else its exclusive CPUs' nodes).
+A CPU-less memory node (CXL expander, HBM, a GPU's memory) is never a thread's home: where the
+nodes with CPUs are known, each candidate keeps only those, so a candidate that names only
+CPU-less nodes gives way to the next source (an accelerator's own memory node is the
+``accelerator`` accessor's home, ``model/accessors.py``).
 """
 
 from __future__ import annotations
@@ -42,10 +46,16 @@ class Locality:
         return self.remote_bytes / total if total else 0.0
 
 
-def choose_home(candidates: Mapping[str, frozenset[int] | None]) -> Home:
-    """Return the home from the first source in PRECEDENCE whose candidate names a node."""
+def choose_home(candidates: Mapping[str, frozenset[int] | None],
+                cpu_nodes: frozenset[int] | None = None) -> Home:
+    """Return the home from the first source in PRECEDENCE whose candidate names a node.
+
+    With ``cpu_nodes`` given (and not empty) a candidate counts only its nodes with CPUs.
+    """
     for source in PRECEDENCE:
         nodes = candidates.get(source)
+        if nodes and cpu_nodes:
+            nodes = nodes & cpu_nodes
         if nodes:
             return Home(frozenset(nodes), source)
     return Home(frozenset(), "none")
@@ -80,8 +90,10 @@ def home_for(
     config_nodes: frozenset[int] | None = None,
     accelerator_nodes: frozenset[int] | None = None,
     kubelet_nodes: frozenset[int] | None = None,
+    cpu_nodes: frozenset[int] | None = None,
 ) -> Home:
-    """Return the home of a process from each source's candidate nodes."""
+    """Return the home of a process from each source's candidate nodes (only nodes with
+    CPUs when ``cpu_nodes`` is given)."""
     return choose_home(
         {
             "config": config_nodes,
@@ -89,5 +101,6 @@ def home_for(
             "accelerator": accelerator_nodes,
             "threads": thread_nodes(thread_weights),
             "affinity": affinity_nodes,
-        }
+        },
+        cpu_nodes,
     )

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from numa_exporter.model.accessors import ProcessTiers
 from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.model.read_times import ReadTimes
+from numa_exporter.model.system_tiers import SystemTiers
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
 
@@ -64,6 +66,7 @@ class ProcessSample:
     kubernetes: ContainerRef | None = None
     kubernetes_cgroup: str | None = None
     kubelet: Assignment | None = None
+    tiers: ProcessTiers | None = None  # by accessor and tier, spans, faults (issue 17)
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""
@@ -90,6 +93,9 @@ class SystemSample:
     hugepages: dict[int, dict[int, HugePages]] = field(default_factory=dict)
     balancing_mode: int | None = None
     promote_rate_limit_bytes: int | None = None
+    tiers: SystemTiers | None = None  # node classes, memory tiers, HMAT (tiers collector)
+    node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
+    demotion_enabled: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from numa_exporter.parsers.pid_sched import SchedFaults
+
 
 @dataclass(frozen=True, slots=True)
 class ThreadReading:
@@ -16,3 +18,4 @@ class ThreadReading:
     pages_migrated: int | None  # numa_pages_migrated from task/<tid>/sched, None if absent
     timeslices: int | None = None  # schedstat field 3 (times put on a CPU)
     runnable: bool = False  # stat state R (running or waiting for a CPU) when last read
+    faults: SchedFaults | None = None  # the NUMA fault block of its sched; None: not read

@@ -16,29 +16,51 @@ accounted yet), when there is no previous reading, and always where the kernel h
 schedstats). Otherwise the previous reading is returned as it was: the numbers a full read
 would have given. (A thread woken onto another CPU that has not run there yet still shows the
 CPU it last ran on until it runs.)
+
+The NUMA hinting-fault block (``numa_faults`` lines) is taken from the same ``sched`` read:
+its decayed counts change only in ``task_numa_placement()``, which runs in the task itself,
+so a thread that did not run keeps its previous block too. A kernel that prints the legacy
+3.13-4.1 form resets ``numa_pages_migrated`` on every read of ``sched``: once a thread shows
+that form (or the release says so, :class:`SchedGate`), ``sched`` is not read again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from numa_exporter.model.threads import ThreadReading
-from numa_exporter.parsers.pid_sched import find_pages_migrated
+from numa_exporter.parsers.pid_sched import SchedFaults, find_numa_faults, find_pages_migrated
 from numa_exporter.parsers.pid_schedstat import parse_schedstat
 from numa_exporter.parsers.task_stat import parse_task_stat
 from numa_exporter.sources.errors import Gone
 from numa_exporter.sources.procfs import ProcessFiles
 from numa_exporter.sources.threads import TaskDir, ThreadMissing
 
-__all__ = ["ThreadReading", "read_threads"]
+__all__ = ["SchedGate", "ThreadReading", "read_threads"]
 
 _RUNNABLE = frozenset({b"R"})  # on a CPU or waiting for one
+
+
+@dataclass(slots=True)
+class SchedGate:
+    """Whether threads' ``sched`` files are read, and their fault blocks parsed.
+
+    ``read`` turns False for good when a thread's file shows the legacy form (reading it
+    resets a counter for every reader) or the kernel release is before 4.2; ``faults`` is
+    the tiers collector's switch (the block is not parsed when nothing exports it).
+    """
+
+    read: bool = True
+    faults: bool = True
+    refused: bool = False  # the legacy form was seen (reported once by the caller)
 
 
 def read_threads(
     files: ProcessFiles,
     previous: Mapping[int, ThreadReading],
     parse_error: Callable[[str, str], None],
+    gate: SchedGate | None = None,
 ) -> list[ThreadReading]:
     """Return a reading of each thread of the process, by tid.
 
@@ -47,12 +69,16 @@ def read_threads(
     while it is read is left out; a malformed stat, schedstat or sched is reported through
     ``parse_error(source, path)``. Raises Gone when the process is gone, Denied when the
     thread list or a thread's file is not readable, and another SourceError for other errors.
+    ``gate`` says whether ``sched`` is read and its fault block parsed (default: both); a
+    legacy-form file closes it.
     """
+    gate = gate if gate is not None else SchedGate()
     with TaskDir(files) as td:
         task = td.path
         tids = td.tids()
         out: list[ThreadReading] = []
-        schedstat = sched = True  # the kernel has the file (until a thread shows it has not)
+        schedstat = True  # the kernel has the file (until a thread shows it has not)
+        sched = gate.read
         vanished = False
         for tid in tids:
             name = str(tid)
@@ -88,10 +114,20 @@ def read_threads(
                 parse_error("task_stat", f"{task}/{name}/stat")
                 continue
             migrated: int | None = None
+            faults: SchedFaults | None = None
             if sched:
                 try:
-                    migrated, bad = find_pages_migrated(
-                        td.read(name + "/sched", "sched"))
+                    data = td.read(name + "/sched", "sched")
+                    migrated, bad = find_pages_migrated(data)
+                    if gate.faults or migrated is None:
+                        faults = find_numa_faults(data)
+                        if faults.numa_format == "legacy":
+                            gate.read = sched = False
+                            gate.refused = True
+                            migrated, bad = None, False
+                        bad = bad or faults.error_count > 0
+                        if not gate.faults:
+                            faults = None
                     if bad:
                         parse_error("sched", f"{task}/{name}/sched")
                 except ThreadMissing:
@@ -100,7 +136,7 @@ def read_threads(
                         continue
                     sched = False  # CONFIG_SCHED_DEBUG off
             out.append(ThreadReading(tid, stat.processor, stat.ticks, run_ns, migrated,
-                                     slices, stat.state in _RUNNABLE))
+                                     slices, stat.state in _RUNNABLE, faults))
         if vanished and not td.exists(f"{files.pid}/stat"):
             raise Gone("task", f"{task}/{files.pid}")
         return out

@@ -15,7 +15,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+import structlog
+
 from numa_exporter.config import Config
+from numa_exporter.model.accessors import HostTiers, ProcessTiers, process_tiers
 from numa_exporter.model.binding import Binding, analyse
 from numa_exporter.model.cadence import Plan
 from numa_exporter.model.clock import ScanTime
@@ -46,10 +49,12 @@ from numa_exporter.readers.process_files import (
     read_numa_maps,
     read_stat,
 )
-from numa_exporter.readers.threads import read_threads
+from numa_exporter.readers.threads import SchedGate, read_threads
 from numa_exporter.scan.select import Candidate, texts
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
+
+log = structlog.get_logger("numa_exporter.scan.process")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 DEADLINE_CHECK_EVERY = 1  # numa_maps reads (a page of text each) between looks at the clock
@@ -138,6 +143,8 @@ class ProcessReader:
         self._btime: int | None = None
         # the scan's Kubernetes look-ups (set by the scanner for one scan; None: off)
         self.kube: KubernetesScan | None = None
+        self.gate = SchedGate()  # closed for good on kernels whose sched read resets counters
+        self._host: tuple[object, object, HostTiers] | None = None
 
     # --- stage 1: threads ----------------------------------------------------------------
     def threads(self, files: ProcessFiles, st: ProcessState
@@ -147,9 +154,10 @@ class ProcessReader:
         A thread's weight is its CPU time since the previous scan; a thread that started
         since then is weighted by all of its CPU time (it all happened since).
         """
+        self.gate.faults = self.config.enabled("tiers")
         try:
             threads: list[ThreadReading] | None = read_threads(files, st.threads,
-                                                               self.errors.parse)
+                                                               self.errors.parse, self.gate)
         except Gone:
             raise
         except SourceError as err:
@@ -168,6 +176,10 @@ class ProcessReader:
             weights.append((node, float(delta)))
         if not any(w > 0 for _, w in weights):  # nothing ran: every thread counts once
             weights = [(n, 1.0) for n, _ in weights]
+        if self.gate.refused and self.errors.once("note", "sched-legacy"):
+            log.warning("this kernel prints the 3.13-4.1 NUMA form in sched and resets "
+                        "numa_pages_migrated on every read; sched is not read again (no "
+                        "hinting faults or migrated pages per process)")
         if threads is not None:
             st.threads = {t.tid: t for t in threads}
             now = {t.tid: t.pages_migrated for t in threads if t.pages_migrated is not None}
@@ -294,6 +306,31 @@ class ProcessReader:
             off_policy_bytes=pl.off_policy_bytes,
         )
 
+    # --- stage 4b: tiers, accessors, faults ------------------------------------------------
+    def host(self, system: SystemSample) -> HostTiers | None:
+        """Return the host's tier facts for per-process views (None without them), built
+        once per system tiers value and config."""
+        tiers = system.tiers
+        if tiers is None:
+            return None
+        cached = self._host
+        if cached is None or cached[0] is not tiers or cached[1] is not self.config:
+            cached = (tiers, self.config,
+                      tiers.host(system.topology, self.config.accelerator_memory()))
+            self._host = cached
+        return cached[2]
+
+    def tiers(self, system: SystemSample, node_bytes: Mapping[int, int], home: Home,
+              uses: tuple[AcceleratorUse, ...], status: PidStatus,
+              threads: list[ThreadReading] | None) -> ProcessTiers | None:
+        """Return the process's tiers view (None with the tiers collector off)."""
+        host = self.host(system)
+        if host is None or not self.config.enabled("tiers"):
+            return None
+        return process_tiers(node_bytes, home.nodes, host, (u.pci_address for u in uses),
+                             status.cpus_allowed, status.mems_allowed,
+                             (t.faults for t in threads or ()))
+
     # --- stage 5: drift needs the boot time ----------------------------------------------
     def boot_time(self) -> int | None:
         """Return the boot time (None while /proc/stat cannot be read: retried next time)."""
@@ -321,7 +358,7 @@ class ProcessReader:
         stat = cand.stat
         st = self.table.get(cand.key)
         method = plan_.method if plan_ is not None else "full"
-        _threads, weights, by_node = self.threads(files, st)
+        threads, weights, by_node = self.threads(files, st)
         try:
             pl = self.place(cand, st, method, self.bounded(deadline, stop))
         except Denied:
@@ -347,14 +384,17 @@ class ProcessReader:
         if cg is not None and groups is not None:
             groups.append(cg)
         pod, kubelet = self.kubernetes(cg)
+        host = self.host(system)
         home: Home = home_for(weights, affinity, pinned_home(cfg, found), accel_nodes,
-                              kubelet_home(kubelet))
+                              kubelet_home(kubelet),
+                              host.cpu_nodes if host is not None else topo.cpu_nodes())
         node_bytes = fold_nodes(pl.bytes)
         loc = locality(node_bytes, home)
         binding = self.binding(cand, system, pl, affinity, frozenset(by_node), accel_nodes)
         mismatches = dict(binding.mismatches) if binding else {}
         if binding is not None and kubelet is not None:
             mismatches.update(kubelet_mismatches(kubelet, node_bytes, frozenset(by_node)))
+        tiers = self.tiers(system, node_bytes, home, uses, cand.status, threads)
         btime = self.boot_time()
         start_time = (btime or 0) + stat.starttime / CLK_TCK
         drift = None
@@ -396,4 +436,5 @@ class ProcessReader:
             kubernetes=pod,
             kubernetes_cgroup=cgroup_key(cg) if pod is not None and cg is not None else None,
             kubelet=kubelet,
+            tiers=tiers,
         )

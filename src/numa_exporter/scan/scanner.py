@@ -29,6 +29,7 @@ from numa_exporter.model.snapshot import (
     Snapshot,
     SystemSample,
 )
+from numa_exporter.model.system_tiers import SystemTiers
 from numa_exporter.model.topology import Topology, build_topology
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.readers.accelerator_use import AcceleratorMap
@@ -43,6 +44,11 @@ from numa_exporter.readers.process_files import (
     read_status,
 )
 from numa_exporter.readers.system import read_system, read_topology
+from numa_exporter.readers.tiers import (
+    read_demotion_enabled,
+    read_node_vmstat,
+    read_system_tiers,
+)
 from numa_exporter.scan.process import (
     Abandoned,
     PlacementReader,
@@ -54,7 +60,7 @@ from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.rootfs import RootFS
-from numa_exporter.sources.sysfs import NodeSysFS
+from numa_exporter.sources.sysfs import MemoryTierSysFS, NodeSysFS
 
 log = structlog.get_logger("numa_exporter.scan.scanner")
 
@@ -91,6 +97,8 @@ class Scanner:
         self.cgroupfs = CgroupFS(config.roots.sysfs) if config.enabled("cgroup") else None
         self.proc = procfs or ProcFS(config.roots.procfs)
         self.nodes = NodeSysFS(config.roots.sysfs)
+        self.memory_tiers = MemoryTierSysFS(config.roots.sysfs)
+        self.system_tiers = SystemTiers()
         self.clock = clock
         self.wall = wall
         self.steady = SteadyClock()
@@ -124,6 +132,13 @@ class Scanner:
             self.topology = read_topology(self.nodes, self.errors)
         except Exception as exc:  # a parser bug must not stop the exporter
             self.errors.bug("topology", str(self.nodes.root), exc)
+        try:  # static between topology changes; the release also gates sched reads
+            self.system_tiers = read_system_tiers(self.proc, self.nodes, self.memory_tiers,
+                                                  self.topology, self.errors)
+        except Exception as exc:
+            self.errors.bug("tiers", str(self.nodes.root), exc)
+        if self.system_tiers.sched_resets():
+            self.reader.gate.read = False
         if self.config.enabled("accelerator"):
             self.accel.refresh()
         return self.topology
@@ -131,14 +146,25 @@ class Scanner:
     def _read_system(self) -> SystemSample:
         cfg = self.config
         try:
-            return read_system(
+            sample = read_system(
                 self.proc, self.nodes, self.topology, self.errors,
                 vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
                 balancing=cfg.enabled("balancing"),
             )
         except Exception as exc:  # a parser bug: serve the processes without system counters
             self.errors.bug("system", str(self.proc.root), exc)
-            return SystemSample(topology=self.topology)
+            sample = SystemSample(topology=self.topology)
+        if not cfg.enabled("tiers"):
+            return sample
+        try:
+            return replace(sample, tiers=self.system_tiers,
+                           node_vmstat=read_node_vmstat(self.nodes, self.topology,
+                                                        self.errors),
+                           demotion_enabled=read_demotion_enabled(self.memory_tiers,
+                                                                  self.errors))
+        except Exception as exc:
+            self.errors.bug("tiers", str(self.nodes.root), exc)
+            return replace(sample, tiers=self.system_tiers)
 
     def sample_one(self, pid: int) -> tuple[ProcessSample | None, SystemSample]:
         """Return one process's sample (None if it is a kernel thread) and the system state.

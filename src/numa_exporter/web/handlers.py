@@ -23,6 +23,7 @@ from numa_exporter import __version__
 from .auth import BasicAuth, parse_basic
 from .auth_queue import CheckQueue, Verdict
 from .config import WebSettings
+from .counters import AuthResult, auth_counts
 from .http1 import Request, Response
 from .render import Ask, Exposition, SnapshotCache, expose
 
@@ -87,6 +88,7 @@ class Handlers:
         self.checks = checks
         self.scrapes = scrapes
         self.uncached = Limit(UNCACHED_RENDERS)
+        self.auth_results = auth_counts()  # numa_exporter_web_auth_checks_total
         self._render = render
         self._uncached_pool = uncached
         self._on_stale = on_stale
@@ -121,11 +123,19 @@ class Handlers:
         through the bounded check queue."""
         creds = parse_basic(req.headers.get("authorization"))
         if creds is None:
+            self._count("missing")
             return Verdict.DENIED
         known = self.auth.known(*creds)
         if known is not None:
+            self._count("cached_ok" if known else "cached_wrong")
             return Verdict.ALLOWED if known else Verdict.DENIED
-        return await self.checks.verify(peer, *creds)
+        verdict = await self.checks.verify(peer, *creds)
+        if verdict is Verdict.ALLOWED or verdict is Verdict.DENIED:  # else refused: counted
+            self._count("ok" if verdict is Verdict.ALLOWED else "wrong")  # by the queue
+        return verdict
+
+    def _count(self, result: AuthResult) -> None:
+        self.auth_results[result] += 1
 
     def healthy(self) -> Response:
         """Return 200 OK, or 503 with the reason the health check gives."""

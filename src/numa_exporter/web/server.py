@@ -30,6 +30,7 @@ from .address import bind
 from .auth import BasicAuth
 from .auth_queue import CheckQueue, check_executor, peer_key
 from .config import WebSettings
+from .counters import Joined, WebCounters
 from .handlers import Handlers, Limit
 from .http1 import (
     MAX_HEAD,
@@ -103,13 +104,13 @@ class WebServer:
                  health: Callable[[], str | None] | None = None) -> None:
         self.settings = settings
         self.cache = cache
-        self.live = live
         self.auth = BasicAuth(settings.config.users)
         self.tls: ssl.SSLContext | None = settings.config.tls
         self.client_log = ClientLog()
         self.max_connections = max_connections()
         self.connections = 0
         self.refused = 0  # connections closed at once: too many open
+        self.bad_requests = 0  # requests answered 4xx by the parser, then closed
         self.scrapes = Limit(settings.max_requests)  # --web.max-requests
         self._sock: socket.socket | None = None
         self._loop = asyncio.new_event_loop()
@@ -118,6 +119,9 @@ class WebServer:
         self._uncached = ThreadPoolExecutor(1, thread_name_prefix="numa-web-uncached")
         self._bcrypt = check_executor()
         self.checks = CheckQueue(self.auth.verify, self._bcrypt)
+        if not settings.disable_exporter_metrics:  # as node_exporter's promhttp_* metrics
+            live = Joined(live, WebCounters(self.refusals, lambda: self.handlers.auth_results))
+        self.live = live
         self.handlers = Handlers(settings, cache, live, auth=self.auth, checks=self.checks,
                                  scrapes=self.scrapes, render=self._render,
                                  uncached=self._uncached, on_stale=self._stale,
@@ -136,6 +140,14 @@ class WebServer:
     def rejected(self) -> int:
         """Return how many connections and scrapes were refused for the limits."""
         return self.refused + self.scrapes.rejected
+
+    def refusals(self) -> dict[str, int]:
+        """Return how many requests were refused, by reason (as counters.REFUSALS)."""
+        q = self.checks.stats
+        return {"auth_client_limit": q.peer_refused, "auth_global_limit": q.refused + q.dropped,
+                "max_requests": self.scrapes.rejected,
+                "uncached_render_limit": self.handlers.uncached.rejected,
+                "bad_request": self.bad_requests, "connection_limit": self.refused}
 
     @property
     def address(self) -> tuple[str, int]:
@@ -284,6 +296,7 @@ class WebServer:
         if first == b"\x16":  # a TLS handshake record
             return True
         if first:
+            self.bad_requests += 1
             self.client_log("http client error", peer=peer,
                             error="plain HTTP request on the TLS port")
             await self._refuse_plain(sock)
@@ -341,6 +354,7 @@ class WebServer:
             try:
                 req = await self._read_head(reader, line_deadline)
             except BadRequest as exc:
+                self.bad_requests += 1
                 self.client_log("http bad request", peer=peer, status=exc.status,
                                 error=exc.reason)
                 if await self._write(writer, Response.text(exc.status, exc.reason), False,
@@ -354,6 +368,7 @@ class WebServer:
             try:
                 resp = await self.handlers.respond(req, key)
             except BadRequest as exc:
+                self.bad_requests += 1
                 self.client_log("http bad request", peer=peer, status=exc.status,
                                 error=exc.reason)
                 resp, keep = Response.text(exc.status, exc.reason), False
