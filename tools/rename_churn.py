@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tools.rename_churn                 # 60 s, this checkout's exporter
     .venv/bin/python -m tools.rename_churn --duration 30 --json churn.json
-    PYTHONPATH=/tmp/old/src .venv/bin/python -m tools.rename_churn --module  # another tree
+    PYTHONPATH=OTHER_CHECKOUT/src .venv/bin/python -m tools.rename_churn --module
 
 A child process renames itself (``prctl(PR_SET_NAME)``) every ``--period`` seconds
 (``churn-0``, ``churn-1``, ...); the exporter (``--scan.interval=200ms``, only that process
