@@ -39,6 +39,22 @@ from numa_exporter.scan.scanner import Scanner
 VARIANTS = {"off": ("--no-collector.tiers",), "on": ()}
 
 
+def turns(rounds: int) -> list[tuple[str, ...]]:
+    """Return the order of the variants in each round: alternating, so neither always
+    runs first."""
+    return [tuple(VARIANTS) if r % 2 == 0 else tuple(reversed(VARIANTS)) for r in range(rounds)]
+
+
+def print_summary(got: dict[str, list[float]], digits: int, unit: str) -> None:
+    """Print each variant's median (and range) and the paired differences on - off."""
+    for name, values in got.items():
+        print(f"tiers={name}: median {statistics.median(values):.{digits}f} {unit} "
+              f"[{min(values):.{digits}f}-{max(values):.{digits}f}] over {len(values)} turns")
+    diffs = sorted(a - b for a, b in zip(got["on"], got["off"], strict=True))
+    print(f"on - off, paired by round: median {statistics.median(diffs):+.{digits}f} ms "
+          f"[{diffs[0]:+.{digits}f} to {diffs[-1]:+.{digits}f}] over {len(diffs)} rounds")
+
+
 def in_process(rounds: int) -> None:
     """Print CPU milliseconds per ``Scanner.scan()`` with the tiers collector off and on."""
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
@@ -50,18 +66,14 @@ def in_process(rounds: int) -> None:
         s.scan()
     got: dict[str, list[float]] = {k: [] for k in scanners}
     processes = 0
-    for r in range(rounds):
-        for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
+    for order in turns(rounds):
+        for name in order:
             t0 = time.process_time()
             snap = scanners[name].scan()
             got[name].append((time.process_time() - t0) * 1000)
             processes = len(snap.processes)
-    for name, values in got.items():
-        print(f"in-process tiers={name}: median {statistics.median(values):.2f} ms CPU per "
-              f"scan of {processes} processes, min {min(values):.2f}")
-    diffs = sorted(a - b for a, b in zip(got["on"], got["off"], strict=True))
-    print(f"on - off, paired: median {statistics.median(diffs):+.2f} ms "
-          f"[{diffs[0]:+.2f} to {diffs[-1]:+.2f}] over {rounds} rounds")
+    print(f"in process, Scanner.scan() of {processes} processes:")
+    print_summary(got, 2, "ms CPU per scan")
 
 
 def main() -> None:
@@ -87,8 +99,7 @@ def main() -> None:
             d.pause()
             daemons[name] = d
         got: dict[str, list[float]] = {k: [] for k in VARIANTS}
-        for r in range(args.rounds):
-            order = list(VARIANTS) if r % 2 == 0 else list(reversed(VARIANTS))
+        for r, order in enumerate(turns(args.rounds)):
             for name in order:
                 res = cpu_per_scan(daemons[name], args.scans, args.interval)
                 ms = float(res["cpu_seconds_per_scan"]) * 1000
@@ -96,12 +107,7 @@ def main() -> None:
                 print(f"round {r} tiers={name}: {ms:.1f} ms CPU per scan over "
                       f"{res['scans']:.0f} scans, {res['read_per_scan']:.0f} read per scan, "
                       f"scan {float(res['scan_seconds']) * 1000:.1f} ms median", flush=True)
-        for name, values in got.items():
-            print(f"tiers={name}: median {statistics.median(values):.1f} ms CPU per scan "
-                  f"[{min(values):.1f}-{max(values):.1f}] over {len(values)} turns")
-        diffs = sorted(a - b for a, b in zip(got["on"], got["off"], strict=True))
-        print(f"on - off, paired by round: median {statistics.median(diffs):+.1f} ms "
-              f"[{diffs[0]:+.1f} to {diffs[-1]:+.1f}]")
+        print_summary(got, 1, "ms CPU per scan")
     finally:
         for d in daemons.values():
             d.close()

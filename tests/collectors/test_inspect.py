@@ -129,3 +129,98 @@ def test_pod_without_assignment_is_told_how_to_get_one() -> None:
     assert d.verdict == "mixed" and "no NUMA assignment by the kubelet" in d.summary
     assert "Guaranteed QoS with integer CPUs" in text
     assert "cpuManagerPolicy: static" in text and "memoryManagerPolicy: Static" in text
+
+
+# The grace_hopper root (tests/fixtures/roots/README.md, "grace_hopper"): every number below
+# is copied from the README's per-process lists, not computed from the files.
+GH_700_NODE0 = 424706048  # python + heap + staging + libcuda + stack, 103688 pages
+GH_700_NODE1 = 2147483648  # the managed buffer on the GPU's memory node, 524288 pages
+GH_700_TOTAL = 2572189696
+
+
+def test_tiers_view_of_a_grace_hopper_gpu_process(capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm (700) uses the GPU whose memory is node 1: two accessors, its faults mostly far."""
+    t = _run(capsys, "grace_hopper", 700)["tiers"]
+    cpu, accel = t["accessors"]["cpu"], t["accessors"]["accelerator"]
+    assert set(t["accessors"]) == {"cpu", "accelerator"}
+    assert (cpu["home"], cpu["local_bytes"], cpu["remote_bytes"], cpu["far_bytes"]) == (
+        "0", GH_700_NODE0, 0, GH_700_NODE1)
+    assert (accel["home"], accel["local_bytes"], accel["remote_bytes"],
+            accel["far_bytes"]) == ("1", GH_700_NODE1, GH_700_NODE0, 0)
+    assert cpu["far_ratio"] == pytest.approx(GH_700_NODE1 / GH_700_TOTAL)
+    assert accel["local_ratio"] == pytest.approx(GH_700_NODE1 / GH_700_TOTAL)
+    assert accel["remote_ratio"] == pytest.approx(GH_700_NODE0 / GH_700_TOTAL)
+    assert t["bytes_by_tier"] == {"4": GH_700_TOTAL} and t["untiered_bytes"] == 0
+    assert (t["cpu_span"], t["memory_span"]) == (1, 2)
+    f = t["faults"]
+    assert f["by_node"] == {"0": 210, "1": 790} and f["total"] == 1000 and f["threads"] == 3
+    assert f["by_place_cpu"] == {"local": 210, "remote": 0, "far": 790}
+    assert f["remote_share"] == pytest.approx(0.79) and f["estimate"] is True
+
+
+def test_tiers_view_of_a_process_bound_to_the_gpu_memory_node(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """spill (710), membind=1 and no accelerator: far for its CPUs, no accelerator view."""
+    t = _run(capsys, "grace_hopper", 710)["tiers"]
+    assert list(t["accessors"]) == ["cpu"]
+    cpu = t["accessors"]["cpu"]
+    assert (cpu["local_bytes"], cpu["remote_bytes"], cpu["far_bytes"]) == (1433600, 0,
+                                                                           1074171904)
+    assert t["faults"]["by_node"] == {"0": 4, "1": 400}
+    assert t["faults"]["remote_share"] == pytest.approx(400 / 404)
+
+
+def test_tiers_view_without_faults_says_absent(capsys: pytest.CaptureFixture[str]) -> None:
+    """postgres (720) has taken no hinting fault: absent, not zero, in JSON and text."""
+    t = _run(capsys, "grace_hopper", 720)["tiers"]
+    assert t["faults"] is None
+    assert t["accessors"]["cpu"]["local_bytes"] == 160456704
+    assert t["accessors"]["cpu"]["local_ratio"] == 1.0
+    base = ROOTS / "grace_hopper"
+    assert main(["720", f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}",
+                 f"--config.file={base / 'config.toml'}"]) == 0
+    out = capsys.readouterr().out
+    assert "Hinting faults    none shown" in out and "remote share" not in out
+
+
+def test_tiers_view_in_the_text(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ROOTS / "grace_hopper"
+    assert main(["700", f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}",
+                 f"--accelerator.records={base / 'udev.json'}",
+                 f"--config.file={base / 'config.toml'}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    # 424706048 B = 405.03 MiB, 2147483648 B = 2048.00 MiB, 2572189696 B = 2453.03 MiB
+    assert lines[lines.index("Locality by accessor (MiB)") + 1].split() == [
+        "accessor", "local", "remote", "far", "home", "nodes"]
+    rows = {ln.split()[0]: ln.split()[1:] for ln in lines
+            if ln.startswith(("cpu ", "accelerator "))}
+    assert rows == {"cpu": ["405.03", "0.00", "2048.00", "0"],
+                    "accelerator": ["2048.00", "405.03", "0.00", "1"]}
+    assert "Memory by tier    tier 4 2453.03 MiB" in lines
+    assert "NUMA in play      CPUs on 1 node, memory on 2 nodes" in lines
+    assert ("Hinting faults    node 0 210, node 1 790 (decayed counts, 3 threads)" in lines)
+    assert "  for the CPUs    local 210, remote 0, far 790" in lines
+    assert "  remote share    0.790 (an estimate from NUMA hinting faults)" in lines
+
+
+def test_gpu_process_is_not_told_to_move_its_gpu_memory(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm (700) keeps 2 GiB on node 1, its GPU's own memory (README: local for the
+    accelerator). The remedies must not move those pages to node 0 or bind memory away from
+    node 1; the summary says where the far bytes are."""
+    r = _run(capsys, "grace_hopper", 700)
+    text = "\n".join(r["remedies"])
+    assert "migratepages 700 1" not in text
+    assert "--membind=0 " not in text and "NUMAMask=0\n" not in text + "\n"
+    # far and local to the GPU alike: 2147483648 / 2572189696 = 0.8349
+    assert "far, on CPU-less or slower-tier nodes: 83%" in r["summary"]
+    assert "83% local to its accelerator's memory node(s) 1" in r["summary"]
+
+
+def test_process_bound_to_the_gpu_memory_without_the_gpu_is_still_told(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """spill (710) uses no accelerator: its memory on node 1 is far for its CPUs, and moving
+    it back is still the remedy."""
+    r = _run(capsys, "grace_hopper", 710)
+    assert "migratepages 710 1 0" in "\n".join(r["remedies"])
+    assert "accelerator" not in r["summary"]

@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +245,31 @@ def substitute(expr: str, variables: dict[str, str]) -> str:
         expr = expr.replace("${" + name + "}", value).replace("[[" + name + "]]", value)
         expr = re.sub(r"\$" + re.escape(name) + r"\b", lambda _m, v=value: v, expr)
     return expr
+
+
+def alert_cases(unit_tests: Iterable[Path]) -> tuple[dict[str, set[str]], set[str]]:
+    """Return what promtool unit test files cover: per alert name, ``fires`` and/or
+    ``silent`` (an ``alert_rule_test`` with or without ``exp_alerts``), and the set of
+    expressions their ``promql_expr_test`` cases evaluate."""
+    seen: dict[str, set[str]] = {}
+    tested: set[str] = set()
+    for path in unit_tests:
+        for case in load_yaml(path)["tests"]:
+            for t in case.get("alert_rule_test", []):
+                seen.setdefault(t["alertname"], set()).add(
+                    "fires" if t["exp_alerts"] else "silent")
+            tested |= {t["expr"] for t in case.get("promql_expr_test", [])}
+    return seen, tested
+
+
+def break_alert(doc: dict[str, Any], alert: str, change: str) -> dict[str, Any]:
+    """Return the rule file ``doc`` with ``alert`` broken in place: ``never`` makes its
+    expression never true, ``no-for`` removes its ``for:`` so it fires at once."""
+    for group in doc["groups"]:
+        for rule in group["rules"]:
+            if rule.get("alert") == alert:
+                if change == "never":
+                    rule["expr"] = "vector(1) == 0"
+                else:
+                    rule.pop("for")
+    return doc

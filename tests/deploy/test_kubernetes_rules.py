@@ -23,6 +23,8 @@ from .helpers import (
     DEPLOY,
     KUBERNETES_RULES,
     REPO,
+    alert_cases,
+    break_alert,
     known_series_name,
     metric_names,
     require_tool,
@@ -84,12 +86,7 @@ def test_promtool_check_and_unit_tests() -> None:
 
 
 def test_every_alert_fires_and_stays_silent_and_every_record_is_tested() -> None:
-    seen: dict[str, set[str]] = {}
-    tested: set[str] = set()
-    for case in load(UNIT_TEST)["tests"]:
-        for t in case.get("alert_rule_test", []):
-            seen.setdefault(t["alertname"], set()).add("fires" if t["exp_alerts"] else "silent")
-        tested |= {t["expr"] for t in case.get("promql_expr_test", [])}
+    seen, tested = alert_cases([UNIT_TEST])
     assert {n: seen.get(n) for n in ALERTS} == {n: {"fires", "silent"} for n in ALERTS}
     recorded = {r["record"] for r in rules(KUBERNETES_RULES) if "record" in r}
     assert recorded and recorded <= tested, sorted(recorded - tested)
@@ -99,14 +96,7 @@ def test_every_alert_fires_and_stays_silent_and_every_record_is_tested() -> None
 @pytest.mark.parametrize("alert", sorted(ALERTS))
 def test_unit_tests_fail_when_an_alert_is_broken(tmp_path: Path, alert: str, change: str) -> None:
     promtool = require_tool("promtool")
-    doc = load(KUBERNETES_RULES)
-    for group in doc["groups"]:
-        for rule in group["rules"]:
-            if rule.get("alert") == alert:
-                if change == "never":
-                    rule["expr"] = "vector(1) == 0"
-                else:
-                    rule.pop("for")
+    doc = break_alert(load(KUBERNETES_RULES), alert, change)
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / KUBERNETES_RULES.name).write_text(yaml.safe_dump(doc, sort_keys=False))
     (tmp_path / "tests").mkdir()

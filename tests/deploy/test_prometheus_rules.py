@@ -19,6 +19,8 @@ from .helpers import (
     RECORDING,
     REPO,
     RULES,
+    alert_cases,
+    break_alert,
     known_series_name,
     metric_names,
     require_tool,
@@ -128,28 +130,15 @@ def test_promtool_unit_tests_pass() -> None:
 
 def test_every_alert_has_firing_and_silent_cases() -> None:
     """Each alert appears in a unit test at an eval_time with exp_alerts and one without."""
-    seen: dict[str, set[str]] = {}
-    for path in UNIT_TESTS:
-        for case in load(path)["tests"]:
-            for t in case.get("alert_rule_test", []):
-                seen.setdefault(t["alertname"], set()).add("fires" if t["exp_alerts"] else "silent")
+    seen, tested = alert_cases(UNIT_TESTS)
     for name in EXPECTED_ALERTS:
         assert seen.get(name) == {"fires", "silent"}, f"{name}: {seen.get(name)}"
     recorded = {r["record"] for r in rules(RECORDING)}
-    tested = {t["expr"] for path in UNIT_TESTS for case in load(path)["tests"]
-              for t in case.get("promql_expr_test", [])}
     assert recorded <= tested, sorted(recorded - tested)
 
 
 def _mutated_suite(tmp_path: Path, alert: str, change: str) -> Path:
-    doc = load(RULES)
-    for group in doc["groups"]:
-        for rule in group["rules"]:
-            if rule.get("alert") == alert:
-                if change == "never":
-                    rule["expr"] = "vector(1) == 0"
-                else:
-                    rule.pop("for")
+    doc = break_alert(load(RULES), alert, change)
     (tmp_path / "rules").mkdir()
     (tmp_path / "rules" / RULES.name).write_text(yaml.safe_dump(doc, sort_keys=False))
     (tmp_path / "rules" / RECORDING.name).write_text(RECORDING.read_text())

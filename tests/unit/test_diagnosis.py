@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from numa_exporter.inspect.diagnosis import diagnose, render, report
+from numa_exporter.model.access import ProcessFaults
+from numa_exporter.model.accessors import AccessorLocality, ProcessTiers
 from numa_exporter.model.binding import analyse
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
@@ -68,3 +72,32 @@ def test_full_mems_allowed_is_not_shown_as_bound() -> None:
     text = render(report(s, SYSTEM))
     assert "Memory allowed    0-1\n" in text
     assert "Memory bound to   node 1" in text
+
+
+def test_no_tiers_view_no_tiers_section() -> None:
+    # a sample without a tiers view (the host's node classes unread): no section, null in JSON
+    s = _sample({0: 256 * MiB}, {}, 0, cpus=frozenset({0}), mems=frozenset({0, 1}))
+    rep = report(s, SYSTEM)
+    assert rep["tiers"] is None
+    text = render(rep)
+    assert "Locality by accessor" not in text and "Hinting faults" not in text
+
+
+def test_tiers_view_without_a_home_has_no_share() -> None:
+    # faults taken but no home node: the counts are shown, the share is not (no remote known)
+    s = _sample({0: 256 * MiB}, {}, 0, cpus=frozenset({0}), mems=frozenset({0, 1}))
+    view = ProcessTiers(accessors=(AccessorLocality("cpu", frozenset(),
+                                                    {"local": 256 * MiB, "remote": 0,
+                                                     "far": 0}),),
+                        bytes_by_tier={}, untiered_bytes=256 * MiB, cpu_span=None,
+                        memory_span=2, faults=ProcessFaults({0: 7, 1: 0}, 1),
+                        fault_remote_share=None)
+    rep = report(replace(s, tiers=view), SYSTEM)
+    assert rep["tiers"]["faults"]["by_node"] == {"0": 7}
+    assert rep["tiers"]["faults"]["remote_share"] is None
+    assert rep["tiers"]["faults"]["by_place_cpu"] is None  # no node classes read
+    lines = render(rep).splitlines()
+    assert "  remote share    - (no home node)" in lines
+    assert "Memory by tier    in no tier 256.00 MiB" in lines
+    assert "NUMA in play      CPUs on ? nodes, memory on 2 nodes" in lines
+    assert "Hinting faults    node 0 7 (decayed counts, 1 thread)" in lines

@@ -12,20 +12,17 @@ import shutil
 import socket
 import subprocess
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
-import bcrypt
 import pytest
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as parse_openmetrics,
 )
 from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.registry import Collector
+from tests.unit.web_harness import Gate, Snap, outstanding, wait_for
 
-from numa_exporter.web import auth, render
-from numa_exporter.web.config import WebConfig, WebSettings
+from numa_exporter.web import render
+from numa_exporter.web.config import WebSettings
 from numa_exporter.web.server import WebServer, serve
 
 REFUSED = "numa_exporter_web_requests_refused_total"
@@ -34,13 +31,6 @@ AUTH = "numa_exporter_web_auth_checks_total"
 REASONS = ("auth_client_limit", "auth_global_limit", "max_requests", "uncached_render_limit",
            "bad_request", "connection_limit")
 RESULTS = ("ok", "wrong", "cached_ok", "cached_wrong", "missing")
-
-
-class Snap(Collector):
-    def collect(self) -> Iterator[Metric]:
-        g = GaugeMetricFamily("snap_value", "from the snapshot")
-        g.add_metric([], 1)
-        yield g
 
 
 def _basic(password: str, user: str = "prom") -> str:
@@ -90,14 +80,6 @@ def _expect(text: str, refused: dict[str, int] | None = None,
     assert _counts(text) == want
 
 
-def _wait(cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 class Clients:
     """Requests sent from threads; their statuses in the order they were answered."""
 
@@ -126,49 +108,19 @@ class Clients:
         return sorted(self.answered())
 
 
-@pytest.fixture
-def gate(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[threading.Semaphore, list[bytes]]]:
-    """bcrypt that records each password it checks, each check waiting for the gate."""
-    sem = threading.Semaphore(0)
-    order: list[bytes] = []
-    real = bcrypt.checkpw
-
-    def checkpw(password: bytes, hashed: bytes) -> bool:
-        order.append(password)
-        sem.acquire(timeout=60)
-        return real(password, hashed)
-
-    monkeypatch.setattr(auth.bcrypt, "checkpw", checkpw)
-    yield sem, order
-    sem.release(1000)
-
-
-@pytest.fixture
-def auth_server() -> Iterator[WebServer]:
-    users = {"prom": bcrypt.hashpw(b"right", bcrypt.gensalt(4))}
-    srv = serve(WebSettings(host="127.0.0.1", port=0, config=WebConfig(users=users)), Snap(),
-                lambda: None, None)
-    yield srv
-    srv.shutdown()
-
-
-def _outstanding(srv: WebServer) -> int:
-    return srv.checks.waiting + srv.checks.running
-
-
 def test_auth_outcomes_and_the_per_address_limit_are_counted(
-        auth_server: WebServer, gate: tuple[threading.Semaphore, list[bytes]]) -> None:
+        auth_server: WebServer, gated_bcrypt: tuple[Gate, list[bytes]]) -> None:
     """10 wrong passwords at once from one address: 2 checked (wrong), 8 refused with 429
     (auth_client_limit); then the right one (ok), a wrong one again (cached_wrong), none
     (missing), and the scrape that reads the counters (cached_ok)."""
-    sem, order = gate
+    gate, order = gated_bcrypt
     port = auth_server.address[1]
     flood = Clients(port)
     for i in range(10):
         flood.send(f"GET / HTTP/1.1\r\nHost: x\r\n{_basic(f'wrong{i}')}\r\n", "127.0.0.2")
-    _wait(lambda: len(flood.answered()) + _outstanding(auth_server) == 10, "the flood")
+    wait_for(lambda: len(flood.answered()) + outstanding(auth_server) == 10, "the flood")
     assert flood.answered() == [429] * 8
-    sem.release(1000)
+    gate.let(1000)
     assert flood.join() == [401] * 2 + [429] * 8
     assert _get(port, f"GET / HTTP/1.1\r\nHost: x\r\n{_basic('right')}\r\n")[0] == 200
     again = order[0].decode()
@@ -181,21 +133,21 @@ def test_auth_outcomes_and_the_per_address_limit_are_counted(
 
 
 def test_the_global_check_limit_is_counted_for_refused_and_dropped_checks(
-        auth_server: WebServer, gate: tuple[threading.Semaphore, list[bytes]]) -> None:
+        auth_server: WebServer, gated_bcrypt: tuple[Gate, list[bytes]]) -> None:
     """One check running and 16 waiting (2 of them from one address): a newcomer from a
     new address takes the place of that address's newest (503, dropped), the next newcomer
     is refused (503): auth_global_limit counts both."""
-    sem, _ = gate
+    gate, _ = gated_bcrypt
     port = auth_server.address[1]
     clients = Clients(port)
     sources = ["127.0.0.10", "127.0.0.11", "127.0.0.11",
                *(f"127.0.0.{20 + i}" for i in range(14)), "127.0.0.50", "127.0.0.51"]
     for n, source in enumerate(sources):
         clients.send(f"GET / HTTP/1.1\r\nHost: x\r\n{_basic(f'wrong{n}')}\r\n", source)
-        _wait(lambda n=n: len(clients.answered()) + _outstanding(auth_server) == n + 1,
+        wait_for(lambda n=n: len(clients.answered()) + outstanding(auth_server) == n + 1,
               f"request {n} to be queued or answered")
     assert clients.answered() == [503, 503]
-    sem.release(1000)
+    gate.let(1000)
     assert clients.join() == [401] * 17 + [503] * 2
     text = _scrape(port, _basic("right") + "\r\n")
     _expect(text, refused={"auth_global_limit": 2}, checks={"wrong": 17, "ok": 1})
@@ -228,7 +180,7 @@ def test_scrape_limits_are_counted(gated_gzip: threading.Event) -> None:
         held = Clients(port)
         for _ in range(2):
             held.send(filtered)
-        _wait(lambda: srv.scrapes.held == 2, "two filtered scrapes to be held")
+        wait_for(lambda: srv.scrapes.held == 2, "two filtered scrapes to be held")
         assert _get(port, filtered)[0] == 503
         assert _get(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n")[0] == 503
         gated_gzip.set()
@@ -255,10 +207,10 @@ def test_bad_requests_and_refused_connections_are_counted(server: WebServer) -> 
     assert _get(port, "GET /nope HTTP/1.1\r\nHost: x\r\n")[0] == 404  # answered: not counted
     server.max_connections = 1
     with socket.create_connection(("127.0.0.1", port), timeout=60) as idle:
-        _wait(lambda: server.connections == 1, "the idle connection to be accepted")
+        wait_for(lambda: server.connections == 1, "the idle connection to be accepted")
         assert _get(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n") == (0, b"")
         idle.close()
-    _wait(lambda: server.connections == 0, "the idle connection to close")
+    wait_for(lambda: server.connections == 0, "the idle connection to close")
     _expect(_scrape(port), refused={"bad_request": 3, "connection_limit": 1})
 
 

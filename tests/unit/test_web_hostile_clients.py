@@ -9,29 +9,18 @@ import base64
 import re
 import socket
 import threading
-import time
-from collections.abc import Callable, Iterator
 
-import bcrypt
 import pytest
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from tests.unit.web_harness import Gate, Snap, outstanding, wait_for
 
-from numa_exporter.web import auth, render
+from numa_exporter.web import render
 from numa_exporter.web.auth_queue import PER_PEER
-from numa_exporter.web.config import WebConfig, WebSettings
+from numa_exporter.web.config import WebSettings
 from numa_exporter.web.handlers import UNCACHED_RENDERS
 from numa_exporter.web.server import WebServer, serve
 
 ATTACKER = "127.0.0.2"  # the flood's own loopback address; the scraper uses 127.0.0.1
 FLOOD = 40
-
-
-class Snap(Collector):
-    def collect(self) -> Iterator[Metric]:
-        g = GaugeMetricFamily("snap_value", "from the snapshot")
-        g.add_metric([], 1)
-        yield g
 
 
 def _basic(user: str, password: str) -> str:
@@ -47,14 +36,6 @@ def _status(port: int, head: str, source: str = "127.0.0.1") -> int:
         while b"\r\n" not in got and (chunk := s.recv(4096)):
             got += chunk
     return int(got.split(b" ", 2)[1]) if got else 0
-
-
-def _wait(cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 class Answers:
@@ -83,50 +64,6 @@ class Answers:
             t.join(60)
 
 
-class Gate:
-    """Lets the held calls through one by one: ``let(n)`` lets n more through."""
-
-    def __init__(self) -> None:
-        self._sem = threading.Semaphore(0)
-
-    def wait(self) -> None:
-        self._sem.acquire(timeout=60)
-
-    def let(self, n: int = 1000) -> None:
-        self._sem.release(n)
-
-
-@pytest.fixture
-def gated_bcrypt(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Gate, list[bytes]]]:
-    """bcrypt that records each password it checks and waits for the gate first."""
-    gate = Gate()
-    order: list[bytes] = []
-    real = bcrypt.checkpw
-
-    def checkpw(password: bytes, hashed: bytes) -> bool:
-        order.append(password)
-        gate.wait()
-        return real(password, hashed)
-
-    monkeypatch.setattr(auth.bcrypt, "checkpw", checkpw)
-    yield gate, order
-    gate.let()
-
-
-@pytest.fixture
-def auth_server() -> Iterator[WebServer]:
-    users = {"prom": bcrypt.hashpw(b"right", bcrypt.gensalt(4))}
-    srv = serve(WebSettings(host="127.0.0.1", port=0, config=WebConfig(users=users)), Snap(),
-                lambda: None, None)
-    yield srv
-    srv.shutdown()
-
-
-def _outstanding(srv: WebServer) -> int:
-    """Credential checks waiting or running in the server."""
-    return srv.checks.waiting + srv.checks.running
-
-
 def test_right_password_gets_through_a_flood_of_wrong_ones(
         auth_server: WebServer, gated_bcrypt: tuple[Gate, list[bytes]]) -> None:
     """40 wrong passwords at once from one address, then the right one (never checked
@@ -139,19 +76,19 @@ def test_right_password_gets_through_a_flood_of_wrong_ones(
     for i in range(FLOOD):
         answers.send(port, "flood", f"GET /metrics HTTP/1.1\r\nHost: x\r\n"
                      f"Authorization: {_basic('prom', f'wrong{i}')}\r\n", ATTACKER)
-    _wait(lambda: len(answers.of("flood")) + _outstanding(auth_server) == FLOOD,
+    wait_for(lambda: len(answers.of("flood")) + outstanding(auth_server) == FLOOD,
           "the flood to be answered or queued")
     refused = answers.of("flood")
     assert refused == [429] * (FLOOD - PER_PEER), "refused at once, no check finished yet"
     answers.send(port, "right", "GET /metrics HTTP/1.1\r\nHost: x\r\n"
                  f"Authorization: {_basic('prom', 'right')}\r\n")
-    _wait(lambda: _outstanding(auth_server) == PER_PEER + 1, "the right one to be queued")
+    wait_for(lambda: outstanding(auth_server) == PER_PEER + 1, "the right one to be queued")
     assert len(order) == 1, "one check started (the flood's first), held at the gate"
     gate.let(2)  # the running check and the next one, whichever the server starts
-    _wait(lambda: bool(answers.of("right")), "the right password's answer")
+    wait_for(lambda: bool(answers.of("right")), "the right password's answer")
     assert answers.of("right") == [200]
     assert order.index(b"right") == 1, f"checked right after the one running: {order}"
-    assert _outstanding(auth_server) == 1, "the flood's second check still outstanding"
+    assert outstanding(auth_server) == 1, "the flood's second check still outstanding"
     gate.let()
     answers.join()
     assert sorted(answers.of("flood")) == [401] * PER_PEER + [429] * (FLOOD - PER_PEER)
@@ -225,7 +162,7 @@ def test_uncached_renderings_cannot_crowd_out_cached_scrapes(
         for _ in range(10):
             answers.send(port, "filtered", "GET /metrics?name[]=snap_value HTTP/1.1\r\n"
                          "Host: x\r\nAccept-Encoding: gzip\r\n", ATTACKER)
-        _wait(lambda: len(answers.of("filtered")) + srv.handlers.uncached.held == 10,
+        wait_for(lambda: len(answers.of("filtered")) + srv.handlers.uncached.held == 10,
               "the filtered scrapes to be answered or held")
         assert answers.of("filtered") == [503] * (10 - UNCACHED_RENDERS)
         for accept in ("", "application/openmetrics-text; version=1.0.0"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from numa_exporter.inspect.tiers import render_tiers, tiers_report
 from numa_exporter.model.binding import policy_memory_nodes
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.kubernetes import KubernetesView, kubelet_home
@@ -67,6 +68,29 @@ def candidate_homes(sample: ProcessSample, system: SystemSample) -> dict[str, fr
     return out
 
 
+def accelerator_memory(sample: ProcessSample) -> frozenset[int]:
+    """Return the memory nodes of the accelerators the process uses whose memory is a node
+    (the ``accelerator`` accessor's home; empty without one): pages there are where the
+    accelerator wants them, and no remedy moves them or binds memory away from them."""
+    view = sample.tiers.accessor("accelerator") if sample.tiers is not None else None
+    return view.home if view is not None else frozenset()
+
+
+def tiers_text(sample: ProcessSample) -> str:
+    """Return the summary's clause on far memory and the accelerator's view ("" if none)."""
+    if sample.tiers is None:
+        return ""
+    out = ""
+    cpu = sample.tiers.accessor("cpu")
+    if cpu is not None and cpu.bytes.get("far", 0):
+        out += f"; far, on CPU-less or slower-tier nodes: {cpu.ratio('far'):.0%}"
+    accel = sample.tiers.accessor("accelerator")
+    if accel is not None:
+        out += (f"; {accel.ratio('local'):.0%} local to its accelerator's memory node(s) "
+                f"{format_cpulist(set(accel.home))}")
+    return out
+
+
 def pod_text(sample: ProcessSample) -> str:
     """Return ``pod NS/NAME container C`` for a process in a pod container, else ``""``."""
     ref = sample.kubernetes
@@ -110,6 +134,8 @@ def diagnose(sample: ProcessSample, system: SystemSample, unit: str | None,
         verdict = "local"
         summary = (f"{1 - ratio:.0%} of resident memory is local to node(s) "
                    f"{format_cpulist(set(target))}")
+    if total:
+        summary += tiers_text(sample)
     pod = pod_text(sample)
     if pod:
         promise = ("assigned by the kubelet" if sample.kubelet is not None
@@ -150,7 +176,7 @@ def _pod_remedies(sample: ProcessSample, target: frozenset[int], verdict: str,
         out.append("# threads ran outside the CPUs the CPU Manager assigned: the container's "
                    "cpuset.cpus does not hold the assignment (check the kubelet's log and "
                    "anything else that writes the pod's cgroups)")
-    remote_nodes = sorted(set(node_bytes) - set(target))
+    remote_nodes = sorted(set(node_bytes) - target - accelerator_memory(sample))
     if verdict != "local" and remote_nodes:
         out.append(f"migratepages {sample.pid} {format_cpulist(set(remote_nodes))} "
                    f"{format_cpulist(set(target))}   # move existing pages now, from the "
@@ -180,14 +206,16 @@ def _remedies(sample: ProcessSample, system: SystemSample, unit: str | None,
     """Return the remedy lines that would change something for the process."""
     out: list[str] = []
     nodes_s = format_cpulist(set(target))
+    mem_target = target | accelerator_memory(sample)  # memory may stay on the accelerator
+    mem_s = format_cpulist(set(mem_target))
     mem_now, cpu_now = current_bindings(sample, system)
     cpus: frozenset[int] = frozenset()
     for n in target:
         cpus |= system.topology.cpus.get(n, frozenset())
     # a relaunch bound as it already is changes nothing: only suggest a different binding
-    if mem_now != target or (cpu_now or frozenset(system.topology.cpu_nodes())) != target:
-        out.append(f"numactl --cpunodebind={nodes_s} --membind={nodes_s} -- <command>")
-    remote_nodes = sorted(set(node_bytes) - set(target))
+    if mem_now != mem_target or (cpu_now or frozenset(system.topology.cpu_nodes())) != target:
+        out.append(f"numactl --cpunodebind={nodes_s} --membind={mem_s} -- <command>")
+    remote_nodes = sorted(set(node_bytes) - mem_target)
     if verdict != "local" and remote_nodes:
         line = (f"migratepages {sample.pid} {format_cpulist(set(remote_nodes))} {nodes_s}"
                 "   # move existing pages now (numactl package)")
@@ -196,14 +224,14 @@ def _remedies(sample: ProcessSample, system: SystemSample, unit: str | None,
         out.append(line)
     if sample.mismatches.get("memory_off_policy_nodes") and mem_now is not None:
         out.append(f"# its bind policy still names node(s) {format_cpulist(set(mem_now))}: "
-                   f"relaunch with --membind={nodes_s} so new pages follow the moved ones")
+                   f"relaunch with --membind={mem_s} so new pages follow the moved ones")
     if out and out[0].startswith("numactl"):
-        dropin = ["[Service]", "NUMAPolicy=bind", f"NUMAMask={nodes_s}"]
+        dropin = ["[Service]", "NUMAPolicy=bind", f"NUMAMask={mem_s}"]
         if cpus:
             dropin.append(f"CPUAffinity={format_cpulist(set(cpus))}")
-        if sample.mems_allowed is not None and not target <= sample.mems_allowed:
+        if sample.mems_allowed is not None and not mem_target <= sample.mems_allowed:
             # the cgroup's cpuset forbids the target nodes: widen it too
-            dropin.append(f"AllowedMemoryNodes={nodes_s}")
+            dropin.append(f"AllowedMemoryNodes={mem_s}")
             if cpus:
                 dropin.append(f"AllowedCPUs={format_cpulist(set(cpus))}")
         where = (f"/etc/systemd/system/{unit}.d/numa.conf" if unit
@@ -268,6 +296,7 @@ def report(sample: ProcessSample, system: SystemSample, cg_path: str | None = No
         "remote_bytes": sample.locality.remote_bytes,
         "remote_ratio": sample.locality.remote_ratio,
         "remote_ratio_by_home": d.ratios,
+        "tiers": tiers_report(sample.tiers, system),
         "numa_balancing": system.balancing_mode,
         "pages_migrated": sample.pages_migrated,
         "vmstat_numa_pages_migrated": system.vmstat.get("numa_pages_migrated"),
@@ -334,6 +363,10 @@ def render(rep: dict[str, Any]) -> str:
     out.append(f"Home nodes        {rep['home']['nodes'] or '-'} (from {rep['home']['source']})")
     for src, r in rep["remote_ratio_by_home"].items():
         out.append(f"  remote ratio vs {src:<12} {r:.3f}")
+    tiers = render_tiers(rep.get("tiers"))
+    if tiers:
+        out.append("")
+        out.extend(tiers)
     out.append("")
     out.append(f"Verdict: {rep['verdict'].upper()}: {rep['summary']}")
     for p in rep["problems"]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,17 +184,8 @@ class Slice(GoType):
         return [self.elem.decode(x, self.elem.zero(), d, depth + 1) for x in _depth(v, depth)]
 
     def spew(self, v: Any, out: list[str], show_type: bool) -> None:
-        if show_type:
-            out.append(f"({self.go})")
-        if v is None:
-            out.append("<nil>")
-            return
-        out.append("[")
-        for i, x in enumerate(v):
-            if i:
-                out.append(" ")
-            self.elem.spew(x, out, False)
-        out.append("]")
+        if not _typed_nil(self, v, out, show_type):
+            _spew_joined(out, "[", v, lambda x: self.elem.spew(x, out, False), "]")
 
 
 class Map(GoType):
@@ -227,20 +218,16 @@ class Map(GoType):
         return out
 
     def spew(self, v: Any, out: list[str], show_type: bool) -> None:
-        if show_type:
-            out.append(f"({self.go})")
-        if v is None:
-            out.append("<nil>")
+        if _typed_nil(self, v, out, show_type):
             return
-        keys = sorted(v, key=go_bytes) if not isinstance(self.key, Int) else sorted(v)
-        out.append("map[")
-        for i, k in enumerate(keys):
-            if i:
-                out.append(" ")
+
+        def entry(k: Any) -> None:
             self.key.spew(k, out, False)
             out.append(":")
             self.value.spew(v[k], out, False)
-        out.append("]")
+
+        keys = sorted(v, key=go_bytes) if not isinstance(self.key, Int) else sorted(v)
+        _spew_joined(out, "map[", keys, entry, "]")
 
 
 @dataclass(frozen=True)
@@ -280,13 +267,12 @@ class Struct(GoType):
     def spew(self, v: Any, out: list[str], show_type: bool) -> None:
         if show_type:
             out.append(f"({self.go})")
-        out.append("{")
-        for i, f in enumerate(self.fields):
-            if i:
-                out.append(" ")
+
+        def member(f: Field) -> None:
             out.append(f.name + ":")
             f.type.spew(v[f.name], out, True)
-        out.append("}")
+
+        _spew_joined(out, "{", self.fields, member, "}")
 
 
 class Ptr(GoType):
@@ -327,6 +313,29 @@ class Custom(GoType):
         if show_type:
             out.append(f"({self.go})")
         out.append(self._show(v))
+
+
+def _typed_nil(t: GoType, v: Any, out: list[str], show_type: bool) -> bool:
+    """Append ``(T)`` when ``show_type``, and ``<nil>`` when ``v`` is nil; return whether
+    it was (go-spew's start of a map or slice)."""
+    if show_type:
+        out.append(f"({t.go})")
+    if v is None:
+        out.append("<nil>")
+        return True
+    return False
+
+
+def _spew_joined(out: list[str], opening: str, items: Iterable[Any],
+                 one: Callable[[Any], None], closing: str) -> None:
+    """Append ``opening``, each item printed by ``one`` with single spaces between, and
+    ``closing`` (go-spew's lists of slice elements, map entries and struct fields)."""
+    out.append(opening)
+    for i, x in enumerate(items):
+        if i:
+            out.append(" ")
+        one(x)
+    out.append(closing)
 
 
 def _kind(v: Any) -> str:

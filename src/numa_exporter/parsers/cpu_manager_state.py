@@ -25,19 +25,19 @@ policy, Guaranteed pod, integer CPU request); every other container runs on
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from numa_exporter.parsers import _checkpoint_envelope as envelope
 from numa_exporter.parsers import _kubelet_checksum as gj
+from numa_exporter.parsers._checkpoint_envelope import Checksum
 from numa_exporter.parsers.cpulist import format_cpulist, parse_cpulist
 
 MAX_BYTES = 1 << 20  # a few hundred bytes per container; 1 MiB is thousands of pods
 MAX_ENTRIES = 65_536  # containers (or pods) kept; more is not a kubelet's file
 
-Checksum = Literal["verified", "absent", "mismatch", "unverifiable", ""]
-
 
 @dataclass(frozen=True, slots=True)
-class CpuManagerState:
+class CpuManagerState(envelope.CheckpointResult):
     """The CPU Manager's assignments.
 
     ``containers[(pod UID, container name)]`` and ``pods[pod UID]`` (pod-level, v3+) are
@@ -58,11 +58,6 @@ class CpuManagerState:
     checksum: Checksum = ""
     error: str = ""
     error_count: int = 0
-
-    @property
-    def usable(self) -> bool:
-        """Return whether the assignments can be trusted (parsed, checksum not refuted)."""
-        return bool(self.version) and self.checksum != "mismatch"
 
 
 def _cpuset_value(v: Any) -> Any:
@@ -110,23 +105,6 @@ OUTER_KEYS = ("policyName", "defaultCpuSet", "entries", "podEntries", "checksum"
 NAMES = ("CPUManagerCheckpoint", "CPUManagerCheckpointV2", "CPUManagerCheckpointV3")
 
 
-def _hash_text(t: gj.Struct, v: dict[str, Any], name: str) -> str:
-    text = gj.spew(t, {**v, "Checksum": 0}, pointer=True)
-    return text.replace("(*state.CPUManagerCheckpoint)", f"(*state.{name})", 1)
-
-
-def _verify(candidates: list[str], stored: int, unknown: bool) -> Checksum:
-    """Return the checksum state: whether any way a kubelet hashed the file gives ``stored``.
-
-    Zero is "absent": the kubelet accepts it for compatibility with its old file backend.
-    """
-    if stored == 0:
-        return "absent"
-    if any(gj.checksum_of(text) == stored for text in candidates):
-        return "verified"
-    return "unverifiable" if unknown else "mismatch"
-
-
 def _cpus(text: Any) -> frozenset[int] | None:
     return parse_cpulist(text) if isinstance(text, str) else None
 
@@ -162,25 +140,14 @@ def _failed(message: str) -> CpuManagerState:
 
 
 def _parse_v4(top: gj.Obj) -> CpuManagerState:
-    data = gj.get(top, "data")
-    stored = gj.get(top, "dataChecksum")
-    if not isinstance(data, str):
+    got = envelope.data_field(top)
+    if got is None:
         return _failed("v4 checkpoint: data is not a string")
-    if not isinstance(stored, int) or isinstance(stored, bool) or stored < 0:
-        stored = 0
-    checksum: Checksum = "verified" if gj.checksum_of_string(data) == stored else "mismatch"
+    data, checksum = got
     value, _ = gj.decode(DATA, gj.loads(data))
-    state = _result(value, "v4", checksum)
-    if checksum == "mismatch":
-        return _with_error(state, "dataChecksum does not match data; the kubelet would "
-                                  "refuse this checkpoint")
-    return state
-
-
-def _with_error(state: CpuManagerState, message: str) -> CpuManagerState:
-    return CpuManagerState(state.policy, state.default_cpus, state.containers, state.pods,
-                           state.by_container_id, state.version, state.checksum,
-                           message, state.error_count + 1)
+    return envelope.refuse_on_mismatch(
+        _result(value, "v4", checksum),
+        "dataChecksum does not match data; the kubelet would refuse this checkpoint")
 
 
 def _is_v1(top: gj.Obj) -> bool:
@@ -200,21 +167,14 @@ def _v1_entries(value: dict[str, Any]) -> tuple[dict[str, frozenset[int]], int]:
     return by_id, errors
 
 
-def _mismatch(state: CpuManagerState) -> CpuManagerState:
-    if state.checksum != "mismatch":
-        return state
-    return _with_error(state, "checksum does not match; the kubelet would refuse this "
-                              "checkpoint")
-
-
 def _parse_v1(top: gj.Obj) -> CpuManagerState:
     value, d = gj.decode_into(V1, top, {**V1.zero(), "Entries": {}})
-    checksum = _verify([_hash_text(V1, value, "CPUManagerCheckpoint")], value["Checksum"],
-                       bool(d.unknown_keys))
+    checksum = envelope.verdict([envelope.struct_hash_text(V1, value, "CPUManagerCheckpoint")],
+                                value["Checksum"], bool(d.unknown_keys), zero_absent=True)
     by_id, errors = _v1_entries(value)
     default = _cpus(value["DefaultCPUSet"])
     errors += default is None
-    return _mismatch(CpuManagerState(
+    return envelope.refuse_on_mismatch(CpuManagerState(
         value["PolicyName"], default, {}, {}, by_id, "v1", checksum,
         f"{errors} CPU lists unreadable" if errors else "", errors))
 
@@ -229,14 +189,15 @@ def _parse_v2_v3(top: gj.Obj) -> CpuManagerState:
     else:
         # a v3 kubelet writes no podEntries when it has none; it hashed an empty map
         v3, version = {**v2, "PodEntries": {}}, "v2"
-    candidates = [_hash_text(V3, v3, n) for n in NAMES]
+    candidates = [envelope.struct_hash_text(V3, v3, n) for n in NAMES]
     if version == "v2":
-        candidates += [_hash_text(V2, v2, n) for n in NAMES]
+        candidates += [envelope.struct_hash_text(V2, v2, n) for n in NAMES]
         if not v2["Entries"]:  # nothing tells v1 from v2 apart
             v1 = {**v2, "Entries": v2["Entries"]}
-            candidates.append(_hash_text(V1, v1, "CPUManagerCheckpoint"))
-    checksum = _verify(candidates, v2["Checksum"], bool(d2.unknown_keys))
-    return _mismatch(_result(v3 if version == "v3" else v2, version, checksum))
+            candidates.append(envelope.struct_hash_text(V1, v1, "CPUManagerCheckpoint"))
+    checksum = envelope.verdict(candidates, v2["Checksum"], bool(d2.unknown_keys),
+                                zero_absent=True)
+    return envelope.refuse_on_mismatch(_result(v3 if version == "v3" else v2, version, checksum))
 
 
 def parse_cpu_manager_state(data: bytes) -> CpuManagerState:
@@ -245,19 +206,15 @@ def parse_cpu_manager_state(data: bytes) -> CpuManagerState:
     Never raises: a file that is too large, not JSON, not an object, or does not decode
     into the kubelet's types gives a result with ``error`` set and no version.
     """
-    if len(data) > MAX_BYTES:
-        return _failed(f"larger than {MAX_BYTES} bytes")
-    try:
-        top = gj.loads(data)
-        if not isinstance(top, gj.Obj):
-            return _failed("not a JSON object")
-        if gj.has(top, "data") or gj.has(top, "dataChecksum"):
-            return _parse_v4(top)
-        if _is_v1(top):
-            return _parse_v1(top)
-        return _parse_v2_v3(top)
-    except gj.GoJSONError as err:
-        return _failed(str(err))
+    return envelope.parse_file(data, MAX_BYTES, _parse_top, _failed)
+
+
+def _parse_top(top: gj.Obj) -> CpuManagerState:
+    if envelope.has_data_field(top):
+        return _parse_v4(top)
+    if _is_v1(top):
+        return _parse_v1(top)
+    return _parse_v2_v3(top)
 
 
 def describe(state: CpuManagerState) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from numa_exporter.parsers import _checkpoint_envelope as envelope
 from numa_exporter.parsers import _kubelet_checksum as gj
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 
@@ -52,7 +53,7 @@ class DeviceAssignment:
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceCheckpoint:
+class DeviceCheckpoint(envelope.CheckpointResult):
     """The device manager's assignments and the devices each plugin registered.
 
     ``version`` is ``v1`` (device lists without nodes) or ``v2``, empty when the file did
@@ -67,11 +68,6 @@ class DeviceCheckpoint:
     checksum: Checksum = ""
     error: str = ""
     error_count: int = 0
-
-    @property
-    def usable(self) -> bool:
-        """Return whether the assignments can be trusted (parsed, checksum not refuted)."""
-        return bool(self.version) and self.checksum != "mismatch"
 
 
 _STR = gj.Str()
@@ -140,40 +136,33 @@ def parse_kubelet_internal_checkpoint(data: bytes) -> DeviceCheckpoint:
     Never raises: a file that is too large, not JSON, or not of the kubelet's types gives
     a result with ``error`` set and no version.
     """
-    if len(data) > MAX_BYTES:
-        return _failed(f"larger than {MAX_BYTES} bytes")
-    try:
-        top = gj.loads(data)
-        if not isinstance(top, gj.Obj):
-            return _failed("not a JSON object")
-        raw = gj.get(top, "Data")
-        stored = gj.get(top, "Checksum")
-        if not isinstance(stored, int) or isinstance(stored, bool) or stored < 0:
-            stored = -1
-        unknown = {k for k, _ in top if k.casefold() not in {t.casefold() for t in TOP_KEYS}}
-        version = _version(raw)
-        tried = [v for v in ("v2", "v1") if version in ("", v)]
-        chosen: tuple[str, dict[str, Any]] | None = None
-        checksum: Checksum = "mismatch"
-        for v in tried:
-            t = DATA_V2 if v == "v2" else DATA_V1
-            value, d = gj.decode(t, raw)
-            if chosen is None:
-                chosen = (v, value)
-            unknown |= d.unknown_keys
-            if gj.checksum_of(gj.spew(t, value)) == stored:
-                chosen, checksum = (v, value), "verified"
-                break
-        assert chosen is not None
-        if checksum != "verified" and unknown:
-            checksum = "unverifiable"
-        entries, errors = _entries(chosen[1], chosen[0])
-        registered = {k: tuple(v or ()) for k, v in (chosen[1]["RegisteredDevices"] or {}
-                                                      ).items()}
-        error = f"{errors} entries with node ids out of range" if errors else ""
-        if checksum == "mismatch":
-            error, errors = ("checksum does not match; the kubelet would refuse this "
-                             "checkpoint"), errors + 1
-        return DeviceCheckpoint(entries, registered, chosen[0], checksum, error, errors)
-    except gj.GoJSONError as err:
-        return _failed(str(err))
+    return envelope.parse_file(data, MAX_BYTES, _parse_top, _failed)
+
+
+def _parse_top(top: gj.Obj) -> DeviceCheckpoint:
+    """Return the assignments of the checkpoint's top-level object (v2 tried first)."""
+    raw = gj.get(top, "Data")
+    stored = envelope.stored_checksum(gj.get(top, "Checksum"))
+    unknown = {k for k, _ in top if k.casefold() not in {t.casefold() for t in TOP_KEYS}}
+    version = _version(raw)
+    tried = [v for v in ("v2", "v1") if version in ("", v)]
+    chosen: tuple[str, dict[str, Any]] | None = None
+    checksum: Checksum = "mismatch"
+    for v in tried:
+        t = DATA_V2 if v == "v2" else DATA_V1
+        value, d = gj.decode(t, raw)
+        if chosen is None:
+            chosen = (v, value)
+        unknown |= d.unknown_keys
+        if gj.checksum_of(gj.spew(t, value)) == stored:
+            chosen, checksum = (v, value), "verified"
+            break
+    assert chosen is not None
+    if checksum != "verified" and unknown:
+        checksum = "unverifiable"
+    entries, errors = _entries(chosen[1], chosen[0])
+    registered = {k: tuple(v or ()) for k, v in (chosen[1]["RegisteredDevices"] or {}
+                                                  ).items()}
+    error = f"{errors} entries with node ids out of range" if errors else ""
+    return envelope.refuse_on_mismatch(
+        DeviceCheckpoint(entries, registered, chosen[0], checksum, error, errors))

@@ -26,15 +26,15 @@ counted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from numa_exporter.parsers import _checkpoint_envelope as envelope
 from numa_exporter.parsers import _kubelet_checksum as gj
+from numa_exporter.parsers._checkpoint_envelope import Checksum
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 
 MAX_BYTES = 1 << 20
 MAX_BLOCKS = 65_536
-
-Checksum = Literal["verified", "absent", "mismatch", "unverifiable", ""]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class MemoryBlock:
 
 
 @dataclass(frozen=True, slots=True)
-class MemoryManagerState:
+class MemoryManagerState(envelope.CheckpointResult):
     """The Memory Manager's assignments.
 
     ``containers[(pod UID, container name)]`` and ``pods[pod UID]`` (pod-level, v2+) are the
@@ -65,11 +65,6 @@ class MemoryManagerState:
     checksum: Checksum = ""
     error: str = ""
     error_count: int = 0
-
-    @property
-    def usable(self) -> bool:
-        """Return whether the assignments can be trusted (parsed, checksum not refuted)."""
-        return bool(self.version) and self.checksum != "mismatch"
 
 
 _STR = gj.Str()
@@ -136,34 +131,20 @@ def _result(d: dict[str, Any], version: str, checksum: Checksum) -> MemoryManage
     machine = d["MachineState"] or {}
     nodes = frozenset(n for n in machine if 0 <= n <= MAX_NODE_ID)
     errors += len(machine) - len(nodes)
-    state = MemoryManagerState(d["PolicyName"], nodes, containers, pods, version, checksum,
-                               f"{errors} blocks or nodes out of range" if errors else "",
-                               errors)
-    if checksum == "mismatch":
-        return MemoryManagerState(state.policy, state.machine_nodes, state.containers,
-                                  state.pods, version, checksum,
-                                  "checksum does not match; the kubelet would refuse this "
-                                  "checkpoint", errors + 1)
-    return state
+    return envelope.refuse_on_mismatch(MemoryManagerState(
+        d["PolicyName"], nodes, containers, pods, version, checksum,
+        f"{errors} blocks or nodes out of range" if errors else "", errors))
 
 
 def _failed(message: str) -> MemoryManagerState:
     return MemoryManagerState(error=message, error_count=1)
 
 
-def _hash_text(t: gj.Struct, v: dict[str, Any], name: str) -> str:
-    text = gj.spew(t, {**v, "Checksum": 0}, pointer=True)
-    return text.replace("(*state.MemoryManagerCheckpoint)", f"(*state.{name})", 1)
-
-
 def _parse_v3(top: gj.Obj) -> MemoryManagerState:
-    data = gj.get(top, "data")
-    stored = gj.get(top, "dataChecksum")
-    if not isinstance(data, str):
+    got = envelope.data_field(top)
+    if got is None:
         return _failed("v3 checkpoint: data is not a string")
-    if not isinstance(stored, int) or isinstance(stored, bool):
-        stored = -1
-    checksum: Checksum = "verified" if gj.checksum_of_string(data) == stored else "mismatch"
+    data, checksum = got
     value, _ = gj.decode_into(DATA, gj.loads(data), {
         **DATA.zero(), "MachineState": {}, "Entries": {}, "PodEntries": {}})
     return _result(value, "v3", checksum)
@@ -178,17 +159,11 @@ def _parse_v1_v2(top: gj.Obj) -> MemoryManagerState:
         version, value = "v2", v2
     else:
         v2, version, value = {**v1, "PodEntries": {}}, "v1", v1
-    stored = v1["Checksum"]
-    candidates = [_hash_text(V2, v2, n) for n in NAMES]
+    candidates = [envelope.struct_hash_text(V2, v2, n) for n in NAMES]
     if version == "v1":
-        candidates = [_hash_text(V1, v1, "MemoryManagerCheckpoint"), *candidates]
-    checksum: Checksum
-    if stored == 0 and version == "v1":
-        checksum = "absent"
-    elif any(gj.checksum_of(t) == stored for t in candidates):
-        checksum = "verified"
-    else:
-        checksum = "unverifiable" if d1.unknown_keys else "mismatch"
+        candidates = [envelope.struct_hash_text(V1, v1, "MemoryManagerCheckpoint"), *candidates]
+    checksum = envelope.verdict(candidates, v1["Checksum"], bool(d1.unknown_keys),
+                                zero_absent=version == "v1")
     return _result(value, version, checksum)
 
 
@@ -198,14 +173,10 @@ def parse_memory_manager_state(data: bytes) -> MemoryManagerState:
     Never raises: a file that is too large, not JSON or not of the kubelet's types gives a
     result with ``error`` set and no version.
     """
-    if len(data) > MAX_BYTES:
-        return _failed(f"larger than {MAX_BYTES} bytes")
-    try:
-        top = gj.loads(data)
-        if not isinstance(top, gj.Obj):
-            return _failed("not a JSON object")
-        if gj.has(top, "data") or gj.has(top, "dataChecksum"):
-            return _parse_v3(top)
-        return _parse_v1_v2(top)
-    except gj.GoJSONError as err:
-        return _failed(str(err))
+    return envelope.parse_file(data, MAX_BYTES, _parse_top, _failed)
+
+
+def _parse_top(top: gj.Obj) -> MemoryManagerState:
+    if envelope.has_data_field(top):
+        return _parse_v3(top)
+    return _parse_v1_v2(top)

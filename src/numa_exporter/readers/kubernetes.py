@@ -29,6 +29,7 @@ from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesV
 from numa_exporter.parsers import cpu_manager_state as cms
 from numa_exporter.parsers import kubelet_internal_checkpoint as kic
 from numa_exporter.parsers import memory_manager_state as mms
+from numa_exporter.parsers._checkpoint_envelope import CheckpointResult
 from numa_exporter.parsers.kubepods_cgroup import ID_PREFIX, KubepodsCgroup, kubepods_of
 from numa_exporter.parsers.oci_config import MAX_BYTES as MAX_OCI_BYTES
 from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
@@ -49,6 +50,7 @@ from numa_exporter.sources.rootfs import (
 log = structlog.get_logger("numa_exporter.kubernetes")
 
 T = TypeVar("T")
+C = TypeVar("C", bound=CheckpointResult)
 MAX_SPEC_CACHE = 4096  # runtime specs kept between reads (containers seen recently)
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,17 @@ class KubernetesReader:
         self._quiet_said = False
 
     # --- files -------------------------------------------------------------------------
+
+    def _usable_checkpoint(self, name: str, source: str, limit: int,
+                           parse: Callable[[bytes], C], errors: ErrorReporter) -> C | None:
+        """Return the parsed kubelet checkpoint ``name`` when its assignments can be used;
+        None when it is absent, unreadable or refused. Its errors are reported each call."""
+        found = self._checkpoint(name, source, limit, parse, errors)
+        if found is None:
+            return None
+        self._report(source, self.fs.kubelet_path(name), found.error, found.error_count,
+                     errors)
+        return found if found.usable else None
 
     def _checkpoint(self, name: str, source: str, limit: int,
                     parse: Callable[[bytes], T], errors: ErrorReporter) -> T | None:
@@ -300,35 +313,26 @@ class KubernetesScan:
             return
         self._loaded = True
         r, errors, b = self.reader, self.errors, self._b
-        cpu = r._checkpoint(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
-                            cms.parse_cpu_manager_state, errors)
-        mem = r._checkpoint(MEMORY_MANAGER_STATE, "memory_manager_state", mms.MAX_BYTES,
-                            mms.parse_memory_manager_state, errors)
-        dev = r._checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
-                            kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors)
+        cpu = r._usable_checkpoint(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
+                                   cms.parse_cpu_manager_state, errors)
+        mem = r._usable_checkpoint(MEMORY_MANAGER_STATE, "memory_manager_state",
+                                   mms.MAX_BYTES, mms.parse_memory_manager_state, errors)
+        dev = r._usable_checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
+                                   kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors)
         if cpu is not None:
-            r._report("cpu_manager_state", r.fs.kubelet_path(CPU_MANAGER_STATE), cpu.error,
-                      cpu.error_count, errors)
-            if cpu.usable:
-                b.cpus.update(cpu.containers)
-                b.cpus_by_id.update(cpu.by_container_id)
-                self._pod_cpus = cpu.pods
-                self._cpu_policy = cpu.policy
+            b.cpus.update(cpu.containers)
+            b.cpus_by_id.update(cpu.by_container_id)
+            self._pod_cpus = cpu.pods
+            self._cpu_policy = cpu.policy
         if mem is not None:
-            r._report("memory_manager_state", r.fs.kubelet_path(MEMORY_MANAGER_STATE),
-                      mem.error, mem.error_count, errors)
-            if mem.usable:
-                for key, blocks in mem.containers.items():
-                    b.add_memory(key, blocks)
-                self._pod_memory = mem.pods
-                self._memory_policy = mem.policy
+            for key, blocks in mem.containers.items():
+                b.add_memory(key, blocks)
+            self._pod_memory = mem.pods
+            self._memory_policy = mem.policy
         if dev is not None:
-            r._report("kubelet_internal_checkpoint", r.fs.kubelet_path(DEVICE_CHECKPOINT),
-                      dev.error, dev.error_count, errors)
-            if dev.usable:
-                for e in dev.entries:
-                    per = b.devices.setdefault((e.pod_uid, e.container), {})
-                    per[e.resource] = per.get(e.resource, frozenset()) | b.known(e.nodes)
+            for e in dev.entries:
+                per = b.devices.setdefault((e.pod_uid, e.container), {})
+                per[e.resource] = per.get(e.resource, frozenset()) | b.known(e.nodes)
 
     def view(self) -> KubernetesView:
         """Return what this scan found: every pod cgroup met, every assignment of the

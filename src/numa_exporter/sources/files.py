@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from numa_exporter.sources.errors import classify
@@ -14,19 +14,25 @@ STREAM_CHUNK = 64 << 10  # read size for streamed files (seq_file returns at mos
 _FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
+def read_at_most(read: Callable[[int], bytes], limit: int, chunk_size: int = CHUNK) -> bytes:
+    """Return what ``read(n)`` gives, asked for at most ``chunk_size`` bytes a call, until it
+    gives nothing or ``limit`` bytes are read (OSError passes through)."""
+    parts: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = read(min(chunk_size, limit - size))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size += len(chunk)
+    return b"".join(parts)
+
+
 def read_small(path: Path, source: str) -> bytes:
     """Return the bytes of a small file (at most MAX_SMALL_FILE); raise a SourceError."""
     try:
         with open(path, "rb", buffering=0) as fh:
-            parts: list[bytes] = []
-            size = 0
-            while size < MAX_SMALL_FILE:
-                chunk = fh.read(CHUNK)
-                if not chunk:
-                    break
-                parts.append(chunk)
-                size += len(chunk)
-            return b"".join(parts)
+            return read_at_most(fh.read, MAX_SMALL_FILE)
     except OSError as err:
         raise classify(source, str(path), err) from err
 

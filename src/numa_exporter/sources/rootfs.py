@@ -20,6 +20,7 @@ import stat
 from pathlib import Path
 
 from numa_exporter.sources.errors import ReadFailed, classify
+from numa_exporter.sources.files import read_at_most
 
 MAX_LINKS = 40
 MAX_ENTRIES = 10_000  # names listed per directory: a node runs at most a few hundred pods
@@ -100,15 +101,7 @@ class RootFS:
                 return None
             raise classify(source, str(path), err) from err
         try:
-            parts: list[bytes] = []
-            size = 0
-            while size <= limit:
-                chunk = os.read(fd, min(CHUNK, limit + 1 - size))
-                if not chunk:
-                    break
-                parts.append(chunk)
-                size += len(chunk)
-            return b"".join(parts)
+            return read_at_most(lambda n: os.read(fd, n), limit + 1, CHUNK)
         except OSError as err:
             raise classify(source, str(path), err) from err
         finally:
