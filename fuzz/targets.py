@@ -252,11 +252,13 @@ def fuzz_memory_numa_stat(data: bytes) -> None:
 
 
 def fuzz_label_text(data: bytes) -> None:
-    from numa_exporter.parsers.text import MAX_LABEL_CHARS, label_text, safe_text
+    from numa_exporter.parsers.text import HASH_MARK, MAX_LABEL_CHARS, label_text, safe_text
 
     out = label_text(data)
     assert _is_safe_text(out) and len(out) <= MAX_LABEL_CHARS
-    assert label_text(out) == out  # idempotent
+    # a name that needed no change is itself; a changed one, typed as a name, is not
+    # (else a chosen name could take another's label value)
+    assert (label_text(out) == out) == (HASH_MARK not in out)
     s = data.decode("utf-8", "surrogateescape")
     assert label_text(s) == out  # the bytes and their surrogateescape text agree
     assert _is_safe_text(safe_text(s))

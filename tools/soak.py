@@ -9,7 +9,9 @@ and kills short-lived workers, scrapes ``/metrics`` from several threads at once
 hostile clients (idle connections, a slow reader, garbage and HTTP/0.9 requests, clients that
 disconnect mid-response, a flood of distinct Accept headers, and a flood of wrong passwords
 against a second daemon that has basic auth on), every one with per-connection time-outs so
-the soak never hangs. Traffic stays on 127.0.0.0/8; worker memory is bounded (at most 2 GiB
+the soak never hangs, and hostile local rounds (``tools/soak_rounds.py``: a log pipe whose
+reader exits, a signal storm, cgroups named alike after cleaning, a zombie leader, a process
+renaming itself). Traffic stays on 127.0.0.0/8; worker memory is bounded (at most 2 GiB
 in all).
 
 It reports scans, scrapes, failed scrapes, stale series (a worker alive before a scan started
@@ -47,6 +49,7 @@ from typing import Any
 import bcrypt
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
+from tools import soak_rounds
 from tools.soak_floods import ATTACKERS, Flood, basic, cpu_seconds, scans_in, status_of
 
 HOST = "127.0.0.1"
@@ -271,6 +274,8 @@ class Soak:
         self.hostile_checks: tuple[str, ...] = ("_idle", "_http09", "_garbage",
                                                 "_slow_reader", "_disconnects",
                                                 "_accept_flood", "_auth_flood")
+        # what a hostile local user can do (tools/soak_rounds.py): log sink, signals, names
+        self.local_rounds: tuple[str, ...] = tuple(soak_rounds.ROUNDS)
         # the auth flood's daemon: basic auth on, a fresh user for each round's right password
         self.auth_port = _free_port()
         self.auth_daemon: subprocess.Popen[bytes] | None = None
@@ -665,6 +670,30 @@ class Soak:
         with self.lock:
             self.report.hostile.append(summary)
 
+    def _local_rounds(self, deadline: float) -> None:
+        """Run the local rounds (tools/soak_rounds.py) in turn, in rounds until the deadline,
+        and report each as a hostile check (the worst of its rounds)."""
+        results: dict[str, list[HostileCheck]] = {r: [] for r in self.local_rounds}
+        while not self.stop.is_set():
+            for name in self.local_rounds:
+                try:
+                    got = soak_rounds.ROUNDS[name](self)
+                except Exception as exc:  # a round's own error is its failure
+                    got = HostileCheck(name, False, f"{type(exc).__name__}: {exc}")
+                results[name].append(got)
+            if time.monotonic() >= deadline - HOSTILE_ROUND_S * len(self.local_rounds) / 2:
+                break
+            self.stop.wait(0.5)
+        for name, got in results.items():
+            if not got:
+                continue
+            failed = [g for g in got if not g.passed]
+            last = failed[-1] if failed else got[-1]
+            with self.lock:
+                self.report.hostile.append(HostileCheck(
+                    name, not failed, f"{len(got) - len(failed)}/{len(got)} rounds passed; "
+                    f"{'last failure' if failed else 'last'}: {last.detail}"))
+
     # --- the run -------------------------------------------------------------------------
     def _start_daemon(self, log_path: Path, port: int | None = None,
                       *extra: str) -> subprocess.Popen[bytes]:
@@ -749,6 +778,8 @@ class Soak:
             self.stop.wait(min(3.0, self.duration / 4))  # workers up before the clients
             hostile = [threading.Thread(target=self._hostile, args=(getattr(self, c), deadline))
                        for c in self.hostile_checks]
+            if self.local_rounds:  # one after another: each starts processes of its own
+                hostile.append(threading.Thread(target=self._local_rounds, args=(deadline,)))
             for t in hostile:
                 t.start()
             for t in hostile:

@@ -8,6 +8,7 @@ file, accelerator sources) are defined once in ``_add_shared``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import platform
 import sys
 from collections.abc import Callable, Sequence
@@ -370,11 +371,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     if ns.command in commands:
         return commands[ns.command]()
-    from numa_exporter.daemon import run_daemon
+    from numa_exporter.daemon import block_signals, run_daemon
 
-    logs.configure(ns.log_level, ns.log_format)
-    config, web = config_from_args(ns, parser)
-    warning = config.roots.missing_nodes()
-    if warning:
-        log.warning(warning)
-    return run_daemon(config, web)
+    block_signals()  # before the first thread: every thread inherits the mask
+    sink = logs.LogSink(sys.stderr.fileno())
+    logs.configure(ns.log_level, ns.log_format, sink)
+    try:
+        config, web = config_from_args(ns, parser)  # a bad flag: one line on stderr, exit 2
+        sys.stderr = logs.sink_stream(sink)  # from here a failing stderr only loses lines
+        warning = config.roots.missing_nodes()
+        if warning:
+            log.warning(warning)
+        return run_daemon(config, web, sink)
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        sink.close()

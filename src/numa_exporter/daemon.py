@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import signal
 import sys
-import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,9 +14,11 @@ from prometheus_client import GCCollector, PlatformCollector, ProcessCollector
 from prometheus_client.registry import CollectorRegistry
 
 from numa_exporter import __version__
+from numa_exporter.collectors.health import HealthCollector, Liveness
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
 from numa_exporter.config_file import PinError, check_nodes, load_pins
+from numa_exporter.logs import LogSink
 from numa_exporter.readers.accelerator_use import accelerator_source
 from numa_exporter.scan.process import SampledReader
 from numa_exporter.scan.sampler import Sampler
@@ -107,18 +109,68 @@ def build_app(config: Config, registry: CollectorRegistry) -> App:
     return App(config, sampler, notes=(note,) if note else ())
 
 
-def run_daemon(config: Config, web: WebSettings | None = None) -> int:
-    """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status."""
-    # handlers first: a SIGHUP during start-up must not end the process (its default action)
-    wake = threading.Event()
-    pending: list[signal.Signals] = []
+def liveness(sampler: Sampler, sink: LogSink | None) -> Callable[[], Liveness]:
+    """Return a function reading the scan loop's health and the log sink's lost lines."""
+    def read() -> Liveness:
+        return Liveness(scan_loop_up=sampler.health().ok, scan_failures=sampler.failed_scans,
+                        log_write_errors=sink.write_errors if sink else 0,
+                        log_backlog_drops=sink.backlog_drops if sink else 0)
+    return read
 
-    def _signal(signum: int, _frame: object) -> None:
-        pending.append(signal.Signals(signum))
-        wake.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, _signal)
+def healthy(sampler: Sampler) -> Callable[[], str | None]:
+    """Return the check ``/-/healthy`` asks: None while the scan loop is healthy, else why
+    not (answered with 503)."""
+    def check() -> str | None:
+        h = sampler.health()
+        return None if h.ok else f"unhealthy: {h.reason}"
+    return check
+
+
+# Signals the daemon acts on, and signals whose default action (terminate) would end it with
+# no word: these are ignored with one log line per kind, as a Go exporter does with signals it
+# does not handle.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+RELOAD_SIGNALS = (signal.SIGHUP,)
+IGNORED_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM,
+                   signal.SIGPROF, signal.SIGXCPU, signal.SIGPWR)
+WAITED_SIGNALS = frozenset((*STOP_SIGNALS, *RELOAD_SIGNALS, *IGNORED_SIGNALS))
+
+
+def block_signals() -> None:
+    """Block the daemon's signals in the calling thread (and so in every thread it starts).
+
+    Call it before any thread exists: the signals then stay pending until the main thread
+    takes them with ``sigwaitinfo`` in ``run_daemon``. No handler runs (a handler that takes
+    a lock can nest into itself under a storm), and pending signals of one kind coalesce in
+    the kernel, so a burst of SIGHUPs costs a few reloads.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, WAITED_SIGNALS)
+
+
+class SignalLog:
+    """Says once per kind that an ignored signal arrived; counts them all."""
+
+    def __init__(self) -> None:
+        self.counts: dict[signal.Signals, int] = {}
+
+    def ignored(self, sig: signal.Signals) -> None:
+        """Count ``sig``; log the first of its kind."""
+        n = self.counts.get(sig, 0) + 1
+        self.counts[sig] = n
+        if n == 1:
+            log.info("signal ignored", signal=sig.name,
+                     note="further ones of this kind are ignored without a log line")
+
+
+def run_daemon(config: Config, web: WebSettings | None = None,
+               sink: LogSink | None = None) -> int:
+    """Serve until SIGTERM/SIGINT, rereading --config.file on SIGHUP; return the exit status.
+
+    ``sink`` is the log sink (its lost lines are exported). Signals are taken from the
+    kernel's queue by this (the main) thread; see ``block_signals``.
+    """
+    block_signals()  # a no-op when the caller did it before starting any thread
     registry = CollectorRegistry(auto_describe=False)  # snapshot families: cached per scan
     live = CollectorRegistry(auto_describe=False)  # the exporter's own, rendered per scrape
     web = web or WebSettings()
@@ -127,8 +179,10 @@ def run_daemon(config: Config, web: WebSettings | None = None) -> int:
         PlatformCollector(registry=live)
         GCCollector(registry=live)
     app = build_app(config, registry)
+    live.register(HealthCollector(liveness(app.sampler, sink)))
     try:
-        server = serve(web, registry, lambda: app.sampler.snapshot, live)
+        server = serve(web, registry, lambda: app.sampler.snapshot, live,
+                       health=healthy(app.sampler))
     except OSError as exc:
         print(f"numa-exporter: error: cannot listen on {config.listen_address}: {exc.strerror}",
               file=sys.stderr)
@@ -139,14 +193,14 @@ def run_daemon(config: Config, web: WebSettings | None = None) -> int:
              sysfs=str(config.roots.sysfs), interval=config.scan_interval,
              nodes=list(app.sampler.scanner.topology.nodes))
     app.start()
+    ignored = SignalLog()
     while True:
-        wake.wait()
-        wake.clear()
-        while pending:
-            sig = pending.pop(0)
-            if sig == signal.SIGHUP:
-                app.reload()
-                continue
+        sig = signal.Signals(signal.sigwaitinfo(WAITED_SIGNALS).si_signo)
+        if sig in RELOAD_SIGNALS:
+            app.reload()  # SIGHUPs arriving meanwhile are one pending signal
+        elif sig in IGNORED_SIGNALS:
+            ignored.ignored(sig)
+        else:
             log.info("stopping", signal=sig.name)
             app.stop()
             server.shutdown()

@@ -18,7 +18,7 @@ from tests.conftest import ROOTS
 from tests.e2e.exposition import values
 
 from numa_exporter.collectors import binding as binding_collector
-from numa_exporter.collectors import registry, scrape
+from numa_exporter.collectors import health, registry, scrape
 from numa_exporter.collectors.registry import COLLECTORS
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.collectors.spec import MetricSpec
@@ -117,6 +117,11 @@ def test_every_declared_family_is_emitted_on_some_fixture_root() -> None:
         # the per-collector success/duration families come from the SnapshotCollector
         exposed = _families(_exposition(snap, cfg))
         seen |= {s.name for s in scrape.SPECS if s.family_name in exposed}
+    # the liveness families are read per scrape from the running daemon, not a snapshot
+    live = CollectorRegistry(auto_describe=False)
+    live.register(health.HealthCollector(lambda: health.Liveness(True, 0, 0, 0)))
+    exposed = _families(generate_latest(live).decode())
+    seen |= {s.name for s in health.SPECS if s.family_name in exposed}
     assert seen == {s.name for s in registry.SPECS}
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-from numa_exporter.collectors import registry
-
 from .helpers import (
     RECORDING,
     dashboard,
@@ -38,7 +36,7 @@ def test_template_variables() -> None:
     inst, proc = variables["instance"], variables["process"]
     assert inst["definition"] == "label_values(numa_process_remote_memory_ratio, instance)"
     assert proc["definition"] == (
-        'label_values(numa_process_remote_memory_ratio{instance=~"$instance"}, comm)')
+        'label_values(numa_process_info{instance=~"$instance"}, comm)')
     for v in (inst, proc):
         assert v["type"] == "query" and v["datasource"] == DS_REF
         assert v["query"]["query"] == v["definition"]
@@ -106,27 +104,31 @@ def test_every_expression_is_filtered_by_instance_and_nothing_is_hard_coded() ->
 NOT_PER_PROCESS = {"Slowest processes to read"}
 
 
-# Per-process families labelled by pid alone (issue 15: comm is not on new families); a
-# panel selects their processes by joining on pid with a family that carries comm.
-PID_ONLY = {s.name for s in registry.SPECS if "pid" in s.labels and "comm" not in s.labels}
-JOIN_ON_PID = "on (instance, job, pid)"
+JOIN = ('* on (instance, job, pid) group_left (comm) '
+        'numa_process_info{instance=~"$instance", comm=~"$process"}')
 
 
 def _unfiltered(expr: str) -> tuple[list[str], int]:
-    """Return the per-process selectors of ``expr`` that $process does not filter, and how
-    many per-process selectors it has."""
+    """Return what in ``expr`` escapes $process, and how many per-process selectors it has.
+
+    Per-process series carry pid only: each per-process query joins comm back from
+    numa_process_info, the one selector filtered by $process; no other selector names comm.
+    """
+    sels = [(name, sel) for name, sel in re.findall(
+                r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", expr)
+            if name != "numa_process_kubernetes_info"]  # no comm label: filtered by pod
     bad: list[str] = []
     found = 0
-    for m in re.finditer(r"(?<![\w:])(numa_process_\w+|process:[\w:]+)\{([^}]*)\}", expr):
-        name, sel = m.group(1), m.group(2)
-        if name == "numa_process_kubernetes_info":  # no comm label: filtered by pod
-            continue
-        found += 1
-        if name in PID_ONLY:
-            if not (JOIN_ON_PID in expr and 'comm=~"$process"' in expr):
-                bad.append(f"{name}: selected by $process only through a join on pid")
-        elif 'comm=~"$process"' not in sel:
-            bad.append(f"{{{sel}}}")
+    if sels and JOIN not in expr:
+        bad.append("not joined to numa_process_info filtered by $process")
+    for name, sel in sels:
+        if name == "numa_process_info":
+            if 'comm=~"$process"' not in sel:
+                bad.append(f"{name}{{{sel}}}")
+        else:
+            found += 1
+            if "comm" in sel:
+                bad.append(f"{name}{{{sel}}}: comm is on numa_process_info only")
     return bad, found
 
 
@@ -141,12 +143,15 @@ def test_process_panels_filter_by_process() -> None:
     assert checked >= 10
 
 
-def test_pid_only_rule_catches_an_unjoined_selector() -> None:
+def test_process_filter_rule_catches_what_escapes_it() -> None:
     assert _unfiltered('numa_process_fault_remote_ratio{instance=~"$instance"}')[0]
-    assert _unfiltered('numa_process_remote_memory_ratio{instance=~"$instance"}')[0]
-    assert not _unfiltered(
+    assert _unfiltered(
+        'numa_process_remote_memory_ratio{instance=~"$instance", comm=~"$process"}')[0]
+    assert _unfiltered(
         'numa_process_fault_remote_ratio{instance=~"$instance"} and on (instance, job, pid) '
         'numa_process_start_time_seconds{instance=~"$instance", comm=~"$process"}')[0]
+    assert not _unfiltered(
+        'numa_process_fault_remote_ratio{instance=~"$instance"} ' + JOIN)[0]
 
 
 def test_pod_panels_filter_by_namespace_and_pod() -> None:

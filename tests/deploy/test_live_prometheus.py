@@ -312,7 +312,7 @@ def test_template_variables_find_instances_and_processes(stack: Stack) -> None:
     r = stack.api("label/instance/values", **{"match[]": "numa_process_remote_memory_ratio"})
     assert set(r["data"]) == set(stack.instances.values())
     for name, inst in stack.instances.items():
-        sel = f'numa_process_remote_memory_ratio{{instance=~"{_escape(inst)}"}}'
+        sel = f'numa_process_info{{instance=~"{_escape(inst)}"}}'
         r = stack.api("label/comm/values", **{"match[]": sel})
         assert r["data"], f"no process for $process on {name}"
 

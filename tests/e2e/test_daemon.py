@@ -271,7 +271,7 @@ def test_sighup_reloads_the_config_file_and_keeps_a_bad_one_out(
     d = start_daemon(*_TWO_NODE, "--process.min-resident=0", "--scan.interval=200ms",
                      "--log.format=json", f"--config.file={f}")
     d.wait_scans(1)
-    assert _home(d, "300") == {"comm": "splitter", "nodes": "1", "pid": "300",
+    assert _home(d, "300") == {"nodes": "1", "pid": "300",
                                "source": "config"}
     scans = values(d.metrics(), "numa_exporter_scans_total")[0][1]
 

@@ -7,6 +7,7 @@ characters. On a copy of a fixture root, then for real on this machine's /proc.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -33,6 +34,16 @@ from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 StartDaemon = Callable[..., Daemon]
+
+
+def marked(shown: str, raw: bytes) -> str:
+    """The label a changed name gets: its escaped text, "~#" and 80 bits of BLAKE2b."""
+    return shown + "~#" + hashlib.blake2b(raw, digest_size=10).hexdigest()
+
+
+COMM = marked("bad\\xff\\xfe\\x1b", b"bad\xff\xfe\x1b")
+CG_LABEL = marked("/bad\\xff\\x01.scope", b"/bad\xff\x01.scope")
+UNIT_LABEL = marked("bad\\xff\\x01.scope", b"bad\xff\x01.scope")
 PID = "130"  # a scanned process of the two_node root, comm "numatouch", cgroup "/"
 CGROUP = b"/bad\xff\x01.scope"
 
@@ -61,13 +72,13 @@ def test_hostile_comm_and_cgroup_name_give_valid_utf8_labels(tmp_path: Path) -> 
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, config))
     text = generate_latest(reg).decode("utf-8")  # old code: UnicodeEncodeError here
-    ratio = values(text, "numa_process_remote_memory_ratio", pid=PID)
-    assert [lab["comm"] for lab, _ in ratio] == ["bad\\xff\\xfe"]
-    mem = values(text, "numa_cgroup_memory_bytes", cgroup="/bad\\xff.scope")
+    info = values(text, "numa_process_info", pid=PID)
+    assert [lab["comm"] for lab, _ in info] == [COMM]
+    mem = values(text, "numa_cgroup_memory_bytes", cgroup=CG_LABEL)
     assert {(lab["node"], lab["kind"], v) for lab, v in mem} >= {
         ("0", "anon", 4096.0), ("1", "anon", 8192.0)}
-    unit = values(text, "numa_cgroup_systemd_unit_info", cgroup="/bad\\xff.scope")
-    assert {lab["unit"] for lab, _ in unit} == {"bad\\xff.scope"}
+    unit = values(text, "numa_cgroup_systemd_unit_info", cgroup=CG_LABEL)
+    assert {lab["unit"] for lab, _ in unit} == {UNIT_LABEL}
 
 
 def _named_child(name: bytes, mib: int) -> subprocess.Popen[bytes]:
@@ -109,7 +120,8 @@ def test_real_process_with_non_utf8_name_is_scraped(start_daemon: StartDaemon) -
                 break
             d.wait_scans(1)
         assert found, "the process with a non-UTF-8 name is not exported"
-        assert {lab["comm"] for lab, _ in found} == {"bad\\xff\\xfe"}
+        info = values(text, "numa_process_info", pid=str(child.pid))
+        assert {lab["comm"] for lab, _ in info} == {marked("bad\\xff\\xfe", b"bad\xff\xfe")}
         assert sum(v for _, v in found) >= 80 << 20
     finally:
         child.kill()
@@ -133,7 +145,8 @@ def test_hostile_accelerator_names_give_valid_utf8_labels(tmp_path: Path) -> Non
     reg.register(SnapshotCollector(lambda: snap, cfg))
     text = generate_latest(reg).decode("utf-8")  # old code: UnicodeEncodeError here
     got = values(text, "numa_accelerator_info", pci_address="0000:03:00.0")
-    assert [(lab["driver"], lab["vendor"]) for lab, _ in got] == [("ast\\xff", "ASPEED\\xfe")]
+    assert [(lab["driver"], lab["vendor"]) for lab, _ in got] == [
+        (marked("ast\\xff\\x01", b"ast\xff\x01"), marked("ASPEED\\xfe\\x0a", b"ASPEED\xfe\n"))]
 
 
 def test_inspect_report_of_a_hostile_process_is_valid_utf8(tmp_path: Path) -> None:
@@ -142,8 +155,7 @@ def test_inspect_report_of_a_hostile_process_is_valid_utf8(tmp_path: Path) -> No
     sample, system = Scanner(config).sample_one(int(PID))
     assert sample is not None
     rep = report(sample, system, *systemd_unit(config, int(PID)))
-    assert (rep["comm"], rep["cgroup"], rep["unit"]) == (
-        "bad\\xff\\xfe", "/bad\\xff.scope", "bad\\xff.scope")
+    assert (rep["comm"], rep["cgroup"], rep["unit"]) == (COMM, CG_LABEL, UNIT_LABEL)
     json.dumps(rep, ensure_ascii=False).encode("utf-8")
     render(rep).encode("utf-8")
 
@@ -154,5 +166,64 @@ def test_log_values_are_safe_text(fmt: str, capsys: pytest.CaptureFixture[str]) 
     structlog.get_logger().warning("malformed input", file="/sys/fs/cgroup/bad\udcff\x1b[2J")
     err = capsys.readouterr().err
     err.encode("utf-8")
-    assert "bad\\xff[2J" in err.replace("\\\\", "\\")
+    assert "bad\\xff\\x1b[2J" in err.replace("\\\\", "\\")
     assert "\x1b" not in err and "\\u001b" not in err
+
+
+# Names that cleaning used to merge: controls dropped, long paths cut at the same length, a
+# literal "\x01" typed as text against the byte itself.
+COLLIDING_CGROUPS = [b"/rt\x01dup", b"/rt\x02dup", b"/rt\x7fdup", b"/rt\\x01dup", b"/rtdup",
+                     b"/p" + b"/p" * 300 + b"1", b"/p" + b"/p" * 300 + b"2"]
+COLLIDING_COMMS = {"130": b"rt\x01dup", "139": b"rt\x02dup", "159": b"rt\x7fdup",
+                   "161": b"rt\\x01dup"}
+
+
+def _colliding_root(tmp: Path) -> Path:
+    """Return two_node with processes named alike after cleaning, in cgroups named alike."""
+    root = tmp / "root"
+    shutil.copytree(ROOTS / "two_node", root, symlinks=True)
+    cg = root / "sys" / "fs" / "cgroup"
+    for i, name in enumerate(COLLIDING_CGROUPS):
+        d = Path(os.fsdecode(os.fsencode(cg) + name))
+        d.mkdir(parents=True)
+        (d / "memory.numa_stat").write_bytes(b"anon N0=%d N1=0\nfile N0=0 N1=0\n"
+                                             % ((i + 1) * 4096))
+        (d / "memory.stat").write_bytes(b"anon 4096\nnuma_pages_migrated %d\n" % (i + 1))
+    procs = ["130", "139", "159", "161", "168", "300", "301"]  # scanned in two_node
+    for pid, cgroup in zip(procs, COLLIDING_CGROUPS, strict=True):
+        (root / "proc" / pid / "cgroup").write_bytes(b"0::" + cgroup + b"\n")
+    for pid, comm in COLLIDING_COMMS.items():
+        proc = root / "proc" / pid
+        stat = proc / "stat"
+        data = stat.read_bytes()
+        new = data[:data.index(b"(") + 1] + comm + data[data.rindex(b")"):]
+        for f in (stat, proc / "task" / pid / "stat"):
+            if f.exists():
+                f.write_bytes(new)
+    return root
+
+
+def test_names_merged_by_cleaning_stay_apart_and_openmetrics_parses(tmp_path: Path) -> None:
+    from prometheus_client.openmetrics.exposition import generate_latest as om_latest
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+    root = _colliding_root(tmp_path)
+    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    snap = Scanner(config).scan()
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(SnapshotCollector(lambda: snap, config))
+    om = om_latest(reg).decode("utf-8")
+    # old code: "Invalid metric grouping" (the same labels twice in one family)
+    families = {f.name: f for f in text_string_to_metric_families(om)}
+    mem = {s.labels["cgroup"]: s.value for s in families["numa_cgroup_memory_bytes"].samples
+           if s.labels["node"] == "0" and s.labels["kind"] == "anon"}
+    assert len(mem) == len(COLLIDING_CGROUPS)  # one series per cgroup
+    assert sorted(mem.values()) == [(i + 1) * 4096.0 for i in range(len(COLLIDING_CGROUPS))]
+    assert "/rt\\x01dup" in mem and "/rtdup" in mem  # names without escapes are themselves
+    comms = {s.labels["pid"]: s.labels["comm"]
+             for s in families["numa_process_info"].samples}
+    assert len({comms[pid] for pid in COLLIDING_COMMS}) == len(COLLIDING_COMMS)
+    assert comms["161"] == "rt\\x01dup"
+    text = generate_latest(reg).decode("utf-8")
+    from prometheus_client.parser import text_string_to_metric_families as text_families
+    list(text_families(text))

@@ -142,7 +142,7 @@ def test_shared_pool_child_remote_parent_local(run: ScenarioRun, scenario: str) 
     assert e.node_bytes(parent, kind="shmem").get(1, 0.0) >= 0.99 * size
     parent_ratio = e.ratio(parent)
     assert parent_ratio is not None and parent_ratio <= 0.05, parent_ratio
-    assert e.select("numa_process_memory_bytes", pid=str(child))[0][0]["comm"] == "rkwork-child"
+    assert e.select("numa_process_info", pid=str(child))[0][0]["comm"] == "rkwork-child"
 
 
 @pytest.mark.parametrize("scenario", ["cgroup_cpuset"])

@@ -19,6 +19,9 @@ DURATION = 30.0
 
 CHECKS = ("accept_header_flood", "auth_flood", "disconnect_mid_response", "garbage_requests",
           "http09_request", "idle_connections", "slow_reader")
+# hostile local rounds (tools/soak_rounds.py)
+LOCAL_ROUNDS = ("log_write_failure", "signal_storm", "colliding_cgroups", "zombie_leader",
+                "renaming_process")
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +51,21 @@ def test_hostile_client_check(report: Report, name: str) -> None:
     assert got[name].passed, got[name].detail
 
 
+@pytest.mark.parametrize("name", LOCAL_ROUNDS)
+def test_hostile_local_round(report: Report, name: str) -> None:
+    got = {h.name: h for h in report.hostile}
+    assert name in got, sorted(got)
+    if "not run:" in got[name].detail:
+        pytest.skip(got[name].detail)
+    assert got[name].passed, got[name].detail
+
+
 def test_stale_series_are_detected(tmp_path: Path) -> None:
     """The detector can fail: a daemon that exports one process leaves live workers out."""
     soak = Soak(6.0, [*exporter_command(), "--process.top=1"], long_workers=3,
                 short_workers=0, scrapers=1)
     soak.hostile_checks = ()
+    soak.local_rounds = ()
     r = soak.run(tmp_path / "daemon.log")
     assert r.stale_series > 0, r.table()
 

@@ -54,10 +54,21 @@ def test_small_processes_stop_at_statm(tmp_path: Path, monkeypatch: pytest.Monke
     assert read == ["status"]
 
 
-def test_statm_without_an_mm_is_a_kernel_thread(tmp_path: Path) -> None:
+KTHREAD_STATUS = b"Name:\tkworker/0:1\nUmask:\t0000\nState:\tI (idle)\nTgid:\t7\nKthread:\t1\n"
+ZOMBIE_LEADER_STATUS = b"Name:\tleader\nState:\tZ (zombie)\nTgid:\t7\nKthread:\t0\n"
+
+
+@pytest.mark.parametrize(("status", "kthread"), [(KTHREAD_STATUS, True),
+                                                 (ZOMBIE_LEADER_STATUS, False)])
+def test_statm_without_an_mm_leaves_kernel_thread_or_zombie_leader_to_status(
+        tmp_path: Path, status: bytes, kthread: bool) -> None:
+    """A statm of size 0 is a kernel thread or a process whose main thread exited (issue 15
+    #7): status's Kthread line tells them apart, so the zombie leader is not passed over."""
     files = _proc(tmp_path, b"0 0 0 0 0 0 0\n", 0).process(7)
+    (tmp_path / "7" / "status").write_bytes(status)
     st = read_status(files, 64 * MiB, ErrorReporter(), statm=True)
     assert st is not None and st.vm_rss is None
+    assert st.kthread is kthread
 
 
 @pytest.mark.parametrize("statm", [None, b"garbage\n"])

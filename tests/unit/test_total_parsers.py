@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from numa_exporter.parsers.cpulist import parse_cpulist
 from numa_exporter.parsers.memory_numa_stat import parse_memory_numa_stat
 from numa_exporter.parsers.node_distance import parse_node_distance
@@ -64,22 +66,27 @@ def test_huge_numbers_in_stat_do_not_raise() -> None:
         is None
 
 
+def marked(shown: str, raw: bytes) -> str:
+    """The label a changed name gets: its escaped text, "~#" and 80 bits of BLAKE2b."""
+    return shown + "~#" + hashlib.blake2b(raw, digest_size=10).hexdigest()
+
+
 def test_stat_comm_with_undecodable_bytes_is_escaped() -> None:
     st = parse_pid_stat(b"12 (bad\xff\xfe)" + STAT_TAIL)
     assert st is not None
-    assert st.comm == "bad\\xff\\xfe"
+    assert st.comm == marked("bad\\xff\\xfe", b"bad\xff\xfe")
     st.comm.encode("utf-8")
 
 
 def test_stat_comm_with_control_characters_and_parens() -> None:
     st = parse_pid_stat(b"12 (a) b\n\x1bc)" + STAT_TAIL)
-    assert st is not None and st.comm == "a) bc"
+    assert st is not None and st.comm == marked("a) b\\x0a\\x1bc", b"a) b\n\x1bc")
     assert st.utime == 11 and st.starttime == 19 and st.processor == 36
 
 
 def test_status_name_with_undecodable_bytes_is_escaped() -> None:
     st = parse_pid_status(b"Name:\tbad\xff\xfe\nVmRSS:\t81920 kB\n")
-    assert st.name == "bad\\xff\\xfe"
+    assert st.name == marked("bad\\xff\\xfe", b"bad\xff\xfe")
     assert st.vm_rss == 81920 * 1024
 
 

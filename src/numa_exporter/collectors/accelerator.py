@@ -22,7 +22,7 @@ PROCESS_DEVICE = MetricSpec(
     "numa_process_accelerator_info", "info",
     "Always 1; an accelerator device the process has open and that device's NUMA node "
     "(-1: unknown).",
-    ("pid", "comm", "device", "node"))
+    ("pid", "device", "node"))
 
 SPECS = (DEVICE, PROCESS_DEVICE)
 
@@ -36,7 +36,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     pf = family(PROCESS_DEVICE)
     for p in snap.processes:
         for u in p.accelerators:
-            pf.add_metric([str(p.pid), label_text(p.comm), label_text(u.device), str(u.node)], 1)
+            pf.add_metric([str(p.pid), label_text(u.device), str(u.node)], 1)
     yield from (f, pf)
 
 

@@ -8,12 +8,11 @@ from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
 
-P = ("pid", "comm")
+P = ("pid",)  # comm is on numa_process_info: a rename mints no series here
 
 # Every reason numa_process_binding_mismatch may carry, and what it means.
 REASONS = {
@@ -55,7 +54,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the binding families of the snapshot's processes."""
     mb, cb, mm = (family(s) for s in SPECS)
     for p in snap.processes:
-        lv = [str(p.pid), label_text(p.comm)]
+        lv = [str(p.pid)]
         if p.memory_bound is not None:
             mb.add_metric(lv, int(p.memory_bound))
         if p.cpus_bound is not None:

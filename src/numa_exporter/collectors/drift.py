@@ -8,12 +8,11 @@ from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
 
-P = ("pid", "comm")
+P = ("pid",)  # comm is on numa_process_info: a rename mints no series here
 
 BASELINE = MetricSpec(
     "numa_process_baseline_remote_memory_ratio", "gauge",
@@ -41,7 +40,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     for p in snap.processes:
         if p.drift is None:
             continue
-        lv = [str(p.pid), label_text(p.comm)]
+        lv = [str(p.pid)]
         if p.drift.baseline_remote_ratio is not None:
             base.add_metric(lv, p.drift.baseline_remote_ratio)
             change.add_metric(lv, p.locality.remote_ratio - p.drift.baseline_remote_ratio)

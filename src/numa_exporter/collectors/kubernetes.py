@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
-from numa_exporter.model.kubernetes import KubernetesView
+from numa_exporter.model.kubernetes import ContainerRef, KubernetesView
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.text import label_text
@@ -50,6 +50,13 @@ ASSIGNED = MetricSpec(
 SPECS = (PROCESS, CGROUP, ASSIGNED)
 
 
+def _names(ref: ContainerRef) -> list[str]:
+    """Return the pod labels of ``ref`` through label_text, the one function every
+    identifying label goes through (validated names come back unchanged)."""
+    return [label_text(v) for v in (ref.namespace, ref.pod, ref.container, ref.uid,
+                                     ref.container_id)]
+
+
 def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
               ) -> Iterator[Metric]:
     """Yield the three families for ``view`` and the scanned (pid, cgroup key) pairs.
@@ -61,17 +68,15 @@ def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
         ref = view.cgroups.get(key) if key is not None else None
         if ref is None or ref.kind != "container":
             continue
-        proc.add_metric([str(pid), ref.namespace, ref.pod, ref.container, ref.uid,
-                         ref.container_id], 1)
+        proc.add_metric([str(pid), *_names(ref)], 1)
     for key, ref in sorted(view.cgroups.items()):
         if ref.kind in ("container", "pod"):
-            cg.add_metric([label_text(key), ref.namespace, ref.pod, ref.container, ref.uid,
-                           ref.container_id, ref.qos], 1)
+            cg.add_metric([label_text(key), *_names(ref), label_text(ref.qos)], 1)
     for (uid, container), a in sorted(view.assignments.items()):
         namespace, pod = view.pods.get(uid, ("", ""))
         for resource, nodes in sorted(a.by_resource().items()):
-            assigned.add_metric([namespace, pod, label_text(container), uid,
-                                 label_text(resource), format_cpulist(nodes)], 1)
+            assigned.add_metric([*map(label_text, (namespace, pod, container, uid, resource)),
+                                 format_cpulist(nodes)], 1)
     yield proc
     yield cg
     yield assigned

@@ -9,14 +9,22 @@ from prometheus_client.core import Metric
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import format_cpulist
-from numa_exporter.parsers.text import label_text
 
 from . import process_cost
 from .base import CollectorDef
 from .families import family
 
-P = ("pid", "comm")
+# Per-process families carry pid only: comm, which a process may change at will
+# (PR_SET_NAME), is on numa_process_info alone, so a rename mints one series, not one per
+# family. Join it back with `* on (instance, job, pid) group_left (comm) numa_process_info`.
+P = ("pid",)
 
+INFO = MetricSpec(
+    "numa_process_info", "info",
+    "Always 1; the process's name (comm) for its pid. The other numa_process_* families "
+    "carry pid only: join with * on (instance, job, pid) group_left (comm) "
+    "numa_process_info.",
+    ("pid", "comm"))
 MEMORY = MetricSpec(
     "numa_process_memory_bytes", "gauge",
     "Resident bytes of the process on the node, by page kind (anon, file, shmem, hugetlb), "
@@ -82,17 +90,18 @@ RATIO_STDERR = MetricSpec(
     "Standard error of numa_process_remote_memory_ratio: 0 for a full read, the sampling "
     "error of a sampled estimate (absent when unknown).", P)
 
-PLACEMENT_SPECS = (MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START,
+PLACEMENT_SPECS = (INFO, MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START,
                    READ_DURATION, LAST_READ, NEXT_READ, PLACEMENT, SAMPLED_PAGES, RATIO_STDERR)
 SPECS = (*PLACEMENT_SPECS, *process_cost.SPECS)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the per-process placement families of the snapshot's processes."""
-    mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err = (
+    info, mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err = (
         family(s) for s in PLACEMENT_SPECS)
     for p in snap.processes:
-        lv = [str(p.pid), label_text(p.comm)]
+        lv = [str(p.pid)]
+        info.add_metric([*lv, p.comm], 1)  # comm is label text from its parser
         for (node, kind), b in sorted(p.memory.items()):
             mem.add_metric([*lv, str(node), kind.value], b)
         for policy, b in sorted(p.policy_bytes.items()):
@@ -119,8 +128,8 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             stderr = 0.0  # every page was counted: no sampling error
         if stderr is not None:
             err.add_metric(lv, stderr)
-    yield from (mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages,
-                err)
+    yield from (info, mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how,
+                pages, err)
     yield from process_cost.emit(snap)
 
 

@@ -15,6 +15,7 @@ from . import (
     cgroup,
     drift,
     exporter,
+    health,
     kubernetes,
     node,
     process,
@@ -43,10 +44,12 @@ COLLECTORS: tuple[str, ...] = tuple(c.name for c in ALL if c.switchable)
 
 # Every family of every collector, as (collector name, spec), in exposition order; the
 # per-collector success and duration families (emitted by the SnapshotCollector for every
-# collector) are listed under "exporter".
+# collector) and the daemon's liveness families (read at every scrape) are listed under
+# "exporter".
 SPECS_BY_COLLECTOR: tuple[tuple[str, MetricSpec], ...] = (
     *((c.name, s) for c in ALL for s in c.specs),
     *(("exporter", s) for s in scrape.SPECS),
+    *(("exporter", s) for s in health.SPECS),
 )
 SPECS: tuple[MetricSpec, ...] = tuple(s for _, s in SPECS_BY_COLLECTOR)
 

@@ -273,7 +273,7 @@ def report(sample: ProcessSample, system: SystemSample, cg_path: str | None = No
     mem_now, cpu_now = current_bindings(sample, system)
     return {
         "pid": sample.pid,
-        "comm": label_text(sample.comm),
+        "comm": sample.comm,  # label text from its parser
         "start_time": sample.start_time,
         "cgroup": cg_path,
         "unit": unit,

@@ -90,7 +90,7 @@ class Plan:
     method: Method
     read_now: bool
     estimated_seconds: float  # estimated CPU time of a full read
-    next_due: float  # wall time of the next read (same as now when read every scan)
+    next_due: float  # monotonic time of the next read (same as now when read every scan)
     hold_seconds: float = 0.0  # estimated longest mmap-lock hold of a full read
     reason: Reason = "cheaper"
     max_queries: int | None = None  # pages a sampled read may query (None: not sampled)
@@ -161,7 +161,9 @@ def _sampled(est: float, now: float, hold: float, reason: Reason, costs: ReadCos
 def plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
          seconds_per_byte: float | None, next_due: float, last_full: float,
          sampling: bool, costs: ReadCosts | None = None) -> Plan:
-    """Return which reader to use for a process this scan, when to read it next, and why."""
+    """Return which reader to use for a process this scan, when to read it next, and why.
+
+    ``now``, ``next_due`` and ``last_full`` are monotonic seconds, never wall time."""
     costs = costs or ReadCosts()
     est = estimate_full_seconds(resident_bytes, seconds_per_byte)
     if costs.full_cpu is not None:  # measured CPU, scaled to the current size

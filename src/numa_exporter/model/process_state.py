@@ -38,8 +38,8 @@ class ProcessState:
     last: ProcessSample | None = None  # the last sample served for the process
     reads: int = 0  # completed reads
     full_seconds_per_byte: float | None = None  # measured cost of a full numa_maps read
-    next_due: float = 0.0  # wall time before which the cadence planner does not read it
-    last_full: float = 0.0  # wall time of the last full read
+    next_due: float = 0.0  # monotonic time before which the cadence planner does not read it
+    last_full: float = 0.0  # monotonic time of the last full read
     abandoned: int = 0  # consecutive reads abandoned at the scan deadline
     costs: ReadCosts = field(default_factory=ReadCosts)  # measured CPU of its reads
     # memory policies as the last full read saw them (sampling does not see policies)

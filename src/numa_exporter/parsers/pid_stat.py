@@ -11,6 +11,9 @@ from numa_exporter.parsers.text import label_text
 _MIN_FIELDS = 20  # state .. starttime at least (fields 3..22)
 
 
+PF_KTHREAD = 0x00200000  # include/linux/sched.h: "I am a kernel thread"
+
+
 @dataclass(frozen=True, slots=True)
 class PidStat:
     """Fields of a stat line that the exporter uses; times in clock ticks.
@@ -27,6 +30,12 @@ class PidStat:
     num_threads: int
     starttime: int
     processor: int | None  # last CPU; absent on very old kernels
+    flags: int = 0  # the task's PF_* flags (field 9)
+
+    @property
+    def kernel_thread(self) -> bool:
+        """Return whether the kernel says this is a kernel thread (PF_KTHREAD in flags)."""
+        return bool(self.flags & PF_KTHREAD)
 
 
 def parse_pid_stat(data: bytes) -> PidStat | None:
@@ -56,7 +65,7 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
     def field(n: int) -> int:
         return f[n - 4]
 
-    used = (field(4), field(14), field(15), field(20), field(22))
+    used = (field(4), field(9), field(14), field(15), field(20), field(22))
     processor = field(39) if len(rest) >= 37 else None
     if any(v < 0 for v in used) or (processor is not None and not 0 <= processor <= MAX_CPU_ID):
         return None
@@ -70,4 +79,5 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
         num_threads=field(20),
         starttime=field(22),
         processor=processor,
+        flags=field(9),
     )

@@ -28,6 +28,7 @@ class PidStatus:
     cpus_allowed: frozenset[int] | None
     mems_allowed: frozenset[int] | None
     error_count: int = 0
+    kthread: bool | None = None  # the Kthread line (PF_KTHREAD; kernels since 6.x), else None
 
 
 _KB = {"VmRSS": "vm_rss", "RssAnon": "rss_anon", "RssFile": "rss_file",
@@ -78,6 +79,9 @@ def parse_pid_status(data: bytes) -> PidStatus:
         return v
 
     sizes = {attr: kb(key) for key, attr in _KB.items()}
+    kthread = f.get("Kthread")
+    if kthread not in (None, "0", "1"):
+        errors += 1
     return PidStatus(
         name=parse_pid_status_name(data),
         tgid=num("Tgid"),
@@ -91,6 +95,7 @@ def parse_pid_status(data: bytes) -> PidStatus:
         cpus_allowed=cpulist("Cpus_allowed_list", MAX_CPU_ID),
         mems_allowed=cpulist("Mems_allowed_list", MAX_NODE_ID),
         error_count=errors,
+        kthread=None if kthread not in ("0", "1") else kthread == "1",
     )
 
 

@@ -50,10 +50,11 @@ class AcceleratorMap:
         return tuple(AcceleratorDevice(a.device, a.pci_address, a.vendor, a.driver, a.node)
                      for a in self.devices)
 
-    def uses(self, pid: int, texts: tuple[str, ...], stop: Callable[[], bool] | None = None
-             ) -> tuple[AcceleratorUse, ...]:
+    def uses(self, pid: int, texts: tuple[str, ...], stop: Callable[[], bool] | None = None,
+             via: int | None = None) -> tuple[AcceleratorUse, ...]:
         """Return the accelerators a process has open, plus those pinned to it by config.
 
+        ``via`` is the live thread to read the open files through (a zombie leader).
         Raises Gone when the process vanished; Denied when its fd folder is unreadable;
         ``sources.process_fds.Stopped`` when ``stop`` ended the fd scan.
         """
@@ -67,8 +68,10 @@ class AcceleratorMap:
         if self.source is not None and self.devices:
             fds: tuple[DeviceFd, ...]
             try:
-                fds = ProcFS(self.config.roots.procfs).process(pid).fds(
-                    stat_rdev=self._stat_rdev, stop=stop)
+                files = ProcFS(self.config.roots.procfs).process(pid)
+                if via is not None:
+                    files = files.through(via)
+                fds = files.fds(stat_rdev=self._stat_rdev, stop=stop)
             except Absent:
                 fds = ()  # the process is there without an fd folder (a partial tree)
             except Gone:

@@ -36,8 +36,16 @@ def unbounded(chunks: Iterable[bytes]) -> Iterator[bytes]:
     return iter(chunks)
 
 
-_NO_MM = PidStatus("", None, None, None, None, None, None, None, None, None, None)
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _kthread_line(raw: bytes) -> bool | None:
+    """Return the Kthread line of a status (PF_KTHREAD, printed since 6.x), None without it."""
+    if b"\nKthread:\t1\n" in raw:
+        return True
+    if b"\nKthread:\t0\n" in raw:
+        return False
+    return None
 
 
 def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
@@ -49,25 +57,25 @@ def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
 
     With ``statm`` (the caller knows no hugetlb page is in use on the host, so HugetlbPages
     is 0 everywhere), ``statm`` decides first: a process below ``min_resident`` there is
-    not read further, one without an mm is returned as a kernel thread; an unreadable or
-    malformed statm leaves the decision to status. A kernel thread's
-    status has ``vm_rss`` None. Raises the SourceError of the read.
+    not read further; one without an mm (a kernel thread or a zombie leader) and an
+    unreadable or malformed statm leave the decision to status. The status of a kernel
+    thread or a zombie leader has ``vm_rss`` None, and ``kthread`` from its Kthread line
+    where the kernel prints one. Raises the SourceError of the read.
     """
     if statm and min_resident > 0:
         try:
             pages = parse_pid_statm(files.statm())
         except SourceError:  # status says what is wrong (or has what statm lacks)
             pages = None
-        if pages is not None:
-            if pages.size_pages == 0:
-                return _NO_MM  # a kernel thread (or a zombie): no user memory
-            if pages.resident_pages * PAGE_SIZE < min_resident:
-                return None
+        # size 0: a kernel thread or a zombie leader; status tells them apart (Kthread)
+        if (pages is not None and pages.size_pages != 0
+                and pages.resident_pages * PAGE_SIZE < min_resident):
+            return None
     raw = files.status()
     vm_rss, hugetlb = parse_pid_status_resident(raw)
-    if vm_rss is None and b"\nVmRSS:" not in raw:  # a kernel thread: no user memory
+    if vm_rss is None and b"\nVmRSS:" not in raw:  # a kernel thread or a zombie leader
         return PidStatus(parse_pid_status_name(raw), None, None, None, None, None, None, None,
-                         None, None, None)
+                         None, None, None, kthread=_kthread_line(raw))
     if vm_rss is not None and (vm_rss + hugetlb < min_resident or (
             keep is not None and not keep(parse_pid_status_name(raw)))):
         return None
@@ -75,6 +83,28 @@ def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
     if status.error_count:
         errors.parse("status", f"{files.path}/status")
     return status
+
+
+def read_live_thread(files: ProcessFiles, min_resident: int, errors: ErrorReporter
+                     ) -> tuple[ProcessFiles, PidStatus | None] | None:
+    """Return a process whose main thread exited (leader a zombie, its status without
+    VmRSS) as the files read through its first live thread with memory, and that thread's
+    status (None when below ``min_resident``); None when no thread holds memory (the whole
+    process is exiting). Threads that exit meanwhile are passed over; raises the
+    SourceError of listing the threads."""
+    for tid in files.tids():
+        if tid == files.pid:
+            continue
+        via = files.through(tid)
+        try:
+            status = read_status(via, min_resident, errors)
+        except Gone:
+            continue
+        if status is None:
+            return via, None
+        if status.vm_rss is not None:
+            return via, status
+    return None
 
 
 def read_stat(files: ProcessFiles, errors: ErrorReporter) -> PidStat | None:

@@ -206,7 +206,7 @@ def read_sampled(
     try:
         mp = move_pages or default_move_pages()
     except Unsupported as exc:  # surfaces as a read error; sampling_available says why
-        raise ReadFailed("move_pages", f"move_pages({files.pid})",
+        raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     size = page_size or os.sysconf("SC_PAGE_SIZE")
     if frames is None:
@@ -218,7 +218,7 @@ def read_sampled(
         est = estimate_placement(
             strata,
             status_totals(status),
-            mp.for_pid(files.pid),
+            mp.for_pid(files.mm_pid),
             target_error=target_error,
             confidence=confidence,
             rng=rng,
@@ -227,7 +227,7 @@ def read_sampled(
             between=between,
         )
     except Unsupported as exc:  # ENOSYS from the kernel
-        raise ReadFailed("move_pages", f"move_pages({files.pid})",
+        raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     return dataclasses.replace(est, parse_errors=frame.parse_errors,
                                largest_mapping=frame.largest_mapping, mappings=frame.mappings)

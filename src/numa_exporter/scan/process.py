@@ -21,6 +21,7 @@ from numa_exporter.config import Config
 from numa_exporter.model.accessors import HostTiers, ProcessTiers, process_tiers
 from numa_exporter.model.binding import Binding, analyse
 from numa_exporter.model.cadence import Plan
+from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
 from numa_exporter.model.home import Home, home_for, locality
 from numa_exporter.model.kubernetes import (
@@ -320,7 +321,7 @@ class ProcessReader:
         if not self.config.enabled("accelerator"):
             return ()
         try:
-            return self.accel.uses(cand.pid, found, stop)
+            return self.accel.uses(cand.pid, found, stop, cand.files.via)
         except Stopped:
             raise Abandoned from None
         except Gone:
@@ -409,7 +410,7 @@ class ProcessReader:
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan_: Plan | None = None,
-             deadline: float | None = None, now: float | None = None,
+             deadline: float | None = None, now: ScanTime | None = None,
              stop: threading.Event | None = None, groups: list[ProcCgroup] | None = None
              ) -> ProcessSample | None:
         """Return the sample of one process (None when its stat is malformed).
@@ -419,7 +420,7 @@ class ProcessReader:
         """
         files = cand.files
         t0 = self.clock()
-        now = self.wall() if now is None else now
+        now = ScanTime.unanchored(self.wall(), t0) if now is None else now
         if cand.stat is None:
             cand.stat = read_stat(files, self.errors)
             if cand.stat is None:
@@ -441,7 +442,7 @@ class ProcessReader:
         elapsed = self.clock() - t0
         if pl.method == "full":
             st.full_seconds_per_byte = elapsed / max(cand.resident, 1)
-            st.last_full = now
+            st.last_full = now.mono
             st.costs = replace(st.costs, full_cpu=cpu, full_resident=cand.resident,
                                hold=hold[0], mappings=pl.mappings)
         elif pl.estimate is not None:
@@ -481,7 +482,7 @@ class ProcessReader:
         start_time = (btime or 0) + stat.starttime / CLK_TCK
         drift = None
         if cfg.enabled("drift"):
-            age = now - start_time if btime is not None else None
+            age = now.steady - start_time if btime is not None else None
             drift = st.drift.observe(self.table.rule, age, cand.status.vm_rss or 0,
                                      node_bytes, loc.remote_ratio)
         st.reads += 1
@@ -508,12 +509,13 @@ class ProcessReader:
             cpus_bound=binding.cpus_bound if binding else None,
             mismatches=mismatches,
             drift=drift,
-            last_scan_timestamp=now,
+            last_scan_timestamp=now.wall,
             method=pl.method,
             samples=est.samples if est is not None else None,
             remote_ratio_stderr=est.remote_ratio_stderr(home.nodes) if est is not None
             else None,
-            next_scan_timestamp=plan_.next_due if plan_ is not None else now,
+            next_scan_timestamp=(now.wall_of(plan_.next_due) if plan_ is not None
+                                 else now.wall),
             full_read_cpu=st.costs.full_cpu,
             sampled_read_cpu=st.costs.sampled_cpu,
             hold_seconds=plan_.hold_seconds if plan_ is not None else st.costs.hold,

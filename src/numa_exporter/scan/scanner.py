@@ -7,6 +7,7 @@ read of one process, in stages, ``scan/process.py``.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ import structlog
 
 from numa_exporter.config import Config
 from numa_exporter.model.cadence import CadencePolicy, plan
+from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.drift import WarmupRule
 from numa_exporter.model.kubernetes import KubernetesView
 from numa_exporter.model.process_state import ProcessState, ProcessTable
@@ -35,7 +37,12 @@ from numa_exporter.readers.accelerators import AcceleratorSource
 from numa_exporter.readers.cgroups import read_cgroups
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kubernetes import KubernetesReader
-from numa_exporter.readers.process_files import read_numa_maps, read_status
+from numa_exporter.readers.process_files import (
+    read_live_thread,
+    read_numa_maps,
+    read_stat,
+    read_status,
+)
 from numa_exporter.readers.system import read_system, read_topology
 from numa_exporter.readers.tiers import (
     read_demotion_enabled,
@@ -98,6 +105,7 @@ class Scanner:
         self.system_tiers = SystemTiers()
         self.clock = clock
         self.wall = wall
+        self.steady = SteadyClock()
         self.stop_event = threading.Event()
         self.state = ScanState()
         self.table = ProcessTable(WarmupRule(config.warmup_age, config.warmup_scans,
@@ -170,7 +178,18 @@ class Scanner:
         system = self._read_system()
         files = self.proc.process(pid)
         status = read_status(files, 0, self.errors)
-        if status is None or status.vm_rss is None:
+        if status is not None and status.vm_rss is None:  # kernel thread or zombie leader
+            if status.kthread:
+                return None, system
+            stat = read_stat(files, self.errors)
+            if stat is None or stat.kernel_thread:
+                return None, system
+            found = read_live_thread(files, 0, self.errors)
+            if found is None:
+                raise Gone("task", f"{files.path}/task",
+                           OSError(errno.ESRCH, "every thread has exited"))
+            files, status = found
+        if status is None:
             return None, system
         self._begin_kubernetes(system)
         try:
@@ -221,7 +240,7 @@ class Scanner:
         samples.append(st.last)
         return True
 
-    def _process_scan(self, cands: list[Candidate], system: SystemSample, now: float,
+    def _process_scan(self, cands: list[Candidate], system: SystemSample, now: ScanTime,
                       states: dict[str, int], groups: list[ProcCgroup]
                       ) -> tuple[list[ProcessSample], list[int]]:
         """Return the samples served (read or kept) and the pids left for the next scan.
@@ -251,13 +270,14 @@ class Scanner:
                 pending.append(cand.pid)
                 states["kept" if self._keep(prev, samples) else "skipped"] += 1
                 continue
-            p = plan(policy, now=now, resident_bytes=cand.resident,
+            p = plan(policy, now=now.mono, resident_bytes=cand.resident,
                      seconds_per_byte=prev.full_seconds_per_byte if prev else None,
                      next_due=prev.next_due if prev else 0.0,
                      last_full=prev.last_full if prev else 0.0, sampling=sampling,
                      costs=prev.costs if prev else None)
             if not p.read_now:
-                states["kept" if self._keep(prev, samples, p.next_due) else "skipped"] += 1
+                states["kept" if self._keep(prev, samples, now.wall_of(p.next_due))
+                       else "skipped"] += 1
                 continue
             t1 = self.clock()
             mine = None if to_end else read_deadline(t1, deadline, left + 1,
@@ -302,8 +322,10 @@ class Scanner:
         """Return a new snapshot; never raises for bad input, unreadable or vanished files."""
         cfg = self.config
         wall = wall or self.wall
-        now = wall()  # one wall clock per scan: drift ages and cadence use this reading
         t0 = self.clock()
+        # one reading per scan: the cadence schedules on its monotonic part, drift ages on
+        # its steady part, timestamps are its wall part
+        now = self.steady.read(wall(), t0)
         stages = StageTimer(self.cpu)
         states = new_states()
         system = self._read_system()

@@ -16,7 +16,12 @@ from numa_exporter.model.process_state import ProcessKey
 from numa_exporter.parsers.pid_stat import PidStat
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers.error_report import ErrorReporter
-from numa_exporter.readers.process_files import read_cmdline, read_stat, read_status
+from numa_exporter.readers.process_files import (
+    read_cmdline,
+    read_live_thread,
+    read_stat,
+    read_status,
+)
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
@@ -88,10 +93,47 @@ def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
     if status is None:
         states["skipped"] += 1  # the common case: decided from two lines
         return None
-    if status.vm_rss is None:  # kernel thread: no user memory
-        return None
+    if status.vm_rss is None:  # a kernel thread, or a process whose main thread exited
+        if status.kthread:  # the kernel says so in status (PF_KTHREAD): no stat read
+            return None
+        try:
+            return _without_leader(files, pid, config, errors, states)
+        except Gone:
+            states["gone"] += 1
+            return None
+        except SourceError as err:
+            errors.read(err)
+            states["denied" if isinstance(err, Denied) else "skipped"] += 1
+            return None
     cand = Candidate(pid, status, files)
     if cand.resident < config.min_resident:
+        states["skipped"] += 1
+        return None
+    return cand
+
+
+def _without_leader(files: ProcessFiles, pid: int, config: Config, errors: ErrorReporter,
+                    states: dict[str, int]) -> Candidate | None:
+    """Return the candidate of a process whose status shows no memory: None for a kernel
+    thread (PF_KTHREAD in its stat flags: not counted), else the process read through a
+    live thread (its leader is a zombie), or None counted as gone when none is left.
+    Raises the SourceError of a read."""
+    stat = read_stat(files, errors)
+    if stat is None:
+        states["skipped"] += 1
+        return None
+    if stat.kernel_thread:
+        return None  # no user memory: not a process for this exporter
+    found = read_live_thread(files, config.min_resident, errors)
+    if found is None:
+        states["gone"] += 1  # every thread has exited: the process is on its way out
+        return None
+    via, status = found
+    if status is None:
+        states["skipped"] += 1
+        return None
+    cand = Candidate(pid, status, via, stat)
+    if cand.resident < config.min_resident or not matches(config, via, stat.comm):
         states["skipped"] += 1
         return None
     return cand

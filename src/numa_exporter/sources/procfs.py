@@ -83,12 +83,34 @@ class ProcessFiles:
 
     The folder is kept as text and made a Path only when asked for: a scan screens every
     process of the host by its status, and building paths was a good part of that.
+
+    A process whose main thread has exited (its leader a zombie: ``status`` without VmRSS,
+    an empty ``numa_maps``) is read through one of its live threads: ``through(tid)`` returns
+    the files whose memory-wide reads (status, numa_maps, maps, cmdline, cgroup, fds) come
+    from ``task/<tid>/``, while its identity (stat) and thread list stay the process's.
     """
 
-    def __init__(self, path: Path | str, pid: int) -> None:
+    def __init__(self, path: Path | str, pid: int, via: int | None = None) -> None:
         self._dir = str(path)
         self._path = path if isinstance(path, Path) else None
         self.pid = pid
+        self.via = via  # the live thread read for a zombie leader, else None
+        self._mm_dir = self._dir if via is None else f"{self._dir}/task/{via}"
+
+    @property
+    def _mm(self) -> Path:
+        """Return the folder the memory-wide files are read from (see the class)."""
+        return Path(self._mm_dir)
+
+    def through(self, tid: int) -> ProcessFiles:
+        """Return these files read through the live thread ``tid`` (see the class)."""
+        return ProcessFiles(self._dir, self.pid, tid)
+
+    @property
+    def mm_pid(self) -> int:
+        """Return the id that names the process's memory to system calls (move_pages):
+        the live thread's for a zombie leader, whose own task has no memory left."""
+        return self.pid if self.via is None else self.via
 
     @property
     def path(self) -> Path:
@@ -99,7 +121,7 @@ class ProcessFiles:
 
     def status(self) -> bytes:
         """Return the bytes of status."""
-        return read_small(f"{self._dir}/status", "status")
+        return read_small(f"{self._mm_dir}/status", "status")
 
     def stat(self) -> bytes:
         """Return the bytes of stat."""
@@ -111,11 +133,11 @@ class ProcessFiles:
 
     def cmdline(self) -> bytes:
         """Return the bytes of cmdline (NUL-separated)."""
-        return read_small(self.path / "cmdline", "cmdline")
+        return read_small(self._mm / "cmdline", "cmdline")
 
     def cgroup(self) -> bytes:
         """Return the bytes of cgroup."""
-        return read_small(self.path / "cgroup", "cgroup")
+        return read_small(self._mm / "cgroup", "cgroup")
 
     def numa_maps(self) -> Iterator[bytes]:
         """Yield the text of numa_maps in chunks as the kernel produces it (walks page tables).
@@ -141,14 +163,14 @@ class ProcessFiles:
         (process_fds.Stopped).
         """
         try:
-            return open_device_files(self.path.parent, self.pid, stat_rdev=stat_rdev,
+            return open_device_files(self._mm.parent, self.mm_pid, stat_rdev=stat_rdev,
                                      stop=stop)
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
     def _stream(self, name: str) -> Iterator[bytes]:
         try:
-            yield from stream_chunks(self.path / name, name)
+            yield from stream_chunks(self._mm / name, name)
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
@@ -158,7 +180,7 @@ class ProcessFiles:
         if err.errno != errno.ENOENT:
             return err  # ESRCH: the process is exiting
         try:
-            os.stat(self.path)
+            os.stat(self._mm)  # the live thread read through, when there is one
         except OSError:
             return err
         return Absent(err.source, err.path, OSError(errno.ENOENT, "absent while the process "

@@ -1,0 +1,396 @@
+"""Hostile rounds of the soak that a local user (not a network client) can play (issue 15).
+
+Each round is a function of the running :class:`tools.soak.Soak` that returns a
+``HostileCheck``; the soak runs it in rounds until its end, like the client checks, and
+reports the worst. Every round bounds its own time and cleans up what it started.
+
+* ``log_write_failure`` - a second daemon logs to a pipe whose reader exits: it must keep
+  scanning, count the lost lines and exit 0 on SIGTERM;
+* ``signal_storm`` - 300 SIGHUPs ~1 ms apart and the signals without a handler (SIGUSR1,
+  SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGPWR) to the soak's daemon: it must stay
+  alive, answer and keep scanning;
+* ``colliding_cgroups`` - workers in cgroups named ``soak-rt\\x01dup``, ``\\x02``, ``\\x7f``
+  (names that cleaning once merged): three distinct label values, and the OpenMetrics scrape
+  parses;
+* ``zombie_leader`` - a C program whose main thread calls pthread_exit(): exported with its
+  memory;
+* ``renaming_process`` - a worker renaming itself every 100 ms: only numa_process_info
+  carries its name, one sample per scrape.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as om_families,
+)
+from prometheus_client.parser import text_string_to_metric_families
+
+if TYPE_CHECKING:
+    from tools.soak import HostileCheck, Soak
+
+IGNORED_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGXCPU",
+                   "SIGPWR")
+OPENMETRICS = "application/openmetrics-text; version=1.0.0"
+CGROUP_NAMES = (b"soak-rt\x01dup", b"soak-rt\x02dup", b"soak-rt\x7fdup")
+
+# Moves itself into the cgroup folder given (hex) as its 5th argument, then runs WORKER.
+CGROUP_PREFIX = r"""
+import os, sys
+with open(bytes.fromhex(sys.argv[5]) + b"/cgroup.procs", "w") as f:
+    f.write(str(os.getpid()))
+"""
+
+RENAMER = r"""
+import ctypes, mmap, sys, time
+libc = ctypes.CDLL(None)
+libc.prctl(1, 9, 0, 0, 0)                        # PR_SET_PDEATHSIG
+m = mmap.mmap(-1, int(sys.argv[1]) << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for i in range(0, len(m), 4096):
+    m[i] = 1
+libc.prctl(15, b"soak-rn", 0, 0, 0)
+print("ready", flush=True)
+n = 0
+while True:
+    libc.prctl(15, ctypes.c_char_p(b"soak-rn%d" % (n % 100000)), 0, 0, 0)   # PR_SET_NAME
+    n += 1
+    time.sleep(0.1)
+"""
+
+ZOMBIE_LEADER_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <signal.h>
+#include <unistd.h>
+static size_t mib;
+static void *worker(void *arg) {
+    (void)arg;
+    size_t n = mib << 20;
+    volatile char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) exit(1);
+    for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+    printf("ready\n");
+    fflush(stdout);
+    for (;;) pause();
+    return NULL;
+}
+int main(int argc, char **argv) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 32;
+    pthread_t t;
+    if (pthread_create(&t, NULL, worker, NULL)) return 1;
+    pthread_exit(NULL);
+}
+"""
+
+
+def _check(name: str, passed: bool, detail: str) -> HostileCheck:
+    from tools.soak import HostileCheck
+
+    return HostileCheck(name, passed, detail)
+
+
+def _scan_count(soak: Soak, url: str | None = None) -> float:
+    """Return numa_exporter_scans_total of one scrape (-1 when the scrape fails)."""
+    try:
+        with urllib.request.urlopen(url or soak.url, timeout=5) as r:
+            body = r.read().decode()
+    except OSError:
+        return -1.0
+    for line in body.splitlines():
+        if line.startswith("numa_exporter_scans_total "):
+            return float(line.split()[1])
+    return -1.0
+
+
+def _wait_scans(soak: Soak, n: float, timeout: float, url: str | None = None) -> float:
+    """Return the scan count once it reaches ``n`` (the last one seen at the time-out)."""
+    end = time.monotonic() + timeout
+    got = _scan_count(soak, url)
+    while got < n and time.monotonic() < end and not soak.stop.is_set():
+        time.sleep(0.2)
+        got = _scan_count(soak, url)
+    return got
+
+
+def _samples(body: str) -> Iterator[tuple[str, dict[str, str], float]]:
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            yield s.name, s.labels, s.value
+
+
+@contextlib.contextmanager
+def _started(cmd: list[str], **kw: object) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, **kw)  # type: ignore[call-overload]
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+
+
+def _ready(proc: subprocess.Popen[bytes]) -> bool:
+    assert proc.stdout is not None
+    return proc.stdout.readline().strip() == b"ready"
+
+
+def log_write_failure(soak: Soak) -> HostileCheck:
+    """A daemon whose log pipe's reader exits keeps scanning and exits 0 on SIGTERM."""
+    from tools.soak import HOST, WORKER_PREFIX, _free_port
+
+    port = _free_port()
+    url = f"http://{HOST}:{port}/metrics"
+    r, w = os.pipe()
+    cmd = [*soak.exporter, f"--web.listen-address={HOST}:{port}", "--path.procfs=/proc",
+           "--scan.interval=500ms", f"--process.include=^{WORKER_PREFIX}",
+           "--process.min-resident=16MiB", "--no-collector.accelerator", "--log.level=debug"]
+    try:
+        proc = subprocess.Popen(cmd, stdout=w, stderr=w, stdin=subprocess.DEVNULL)
+    finally:
+        os.close(w)
+    lost = 0.0
+    try:
+        with os.fdopen(r, "rb") as reader:
+            for _ in range(3):  # `| head -n 3`
+                reader.readline()
+        before = _wait_scans(soak, 1, 20, url)
+        after = _wait_scans(soak, before + 4, 20, url)
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=5) as resp:
+            for name, labels, v in _samples(resp.read().decode()):
+                if name == "numa_exporter_log_write_errors_total" and labels.get(
+                        "reason") == "write":
+                    lost = v
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+    passed = before >= 1 and after >= before + 4 and lost > 0 and rc == 0
+    return _check("log_write_failure", passed,
+                  f"reader gone after 3 lines: scans {before:.0f} -> {after:.0f}, "
+                  f"{lost:.0f} lines lost and counted, SIGTERM exit {rc}")
+
+
+def signal_storm(soak: Soak, sighups: int = 300) -> HostileCheck:
+    """SIGHUPs ~1 ms apart and the signals without a handler leave the daemon serving."""
+    daemon = soak.daemon
+    if daemon is None or daemon.poll() is not None:
+        return _check("signal_storm", False, "daemon not running")
+    before = _scan_count(soak)
+    sent = 0
+    with contextlib.suppress(ProcessLookupError):
+        for _ in range(sighups):
+            os.kill(daemon.pid, signal.SIGHUP)
+            sent += 1
+            time.sleep(0.001)
+        for name in IGNORED_SIGNALS:
+            os.kill(daemon.pid, getattr(signal, name))
+            sent += 1
+    alive = daemon.poll() is None
+    after = _wait_scans(soak, before + 2, 15) if alive else -1.0
+    passed = alive and before >= 0 and after >= before + 2
+    return _check("signal_storm", passed,
+                  f"{sent} signals ({sighups} SIGHUP ~1 ms apart, then "
+                  f"{', '.join(IGNORED_SIGNALS)}): daemon {'alive' if alive else 'DIED'}, "
+                  f"scans {before:.0f} -> {after:.0f}")
+
+
+def _own_memory_cgroup() -> Path | None:
+    """Return the folder of this process's memory cgroup (v2, else v1), or None."""
+    lines = Path("/proc/self/cgroup").read_bytes().splitlines()
+    base = Path("/sys/fs/cgroup")
+    for line in lines:
+        _hid, _, rest = line.partition(b":")
+        ctrls, _, path = rest.partition(b":")
+        if b"memory" in ctrls.split(b",") and (base / "memory").is_dir():
+            return Path(os.fsdecode(os.fsencode(base / "memory") + path))
+    for line in lines:
+        if line.startswith(b"0::"):
+            root = base if (base / "cgroup.controllers").exists() else base / "unified"
+            d = Path(os.fsdecode(os.fsencode(root) + line[3:]))
+            if (d / "memory.numa_stat").exists() or (root / "cgroup.controllers").exists():
+                return d
+    return None
+
+
+def colliding_cgroups(soak: Soak) -> HostileCheck:
+    """Workers in cgroups whose names cleaning once merged get distinct label values."""
+    from tools.soak import WORKER
+
+    parent = _own_memory_cgroup()
+    made: list[Path] = []
+    try:
+        if parent is None:
+            raise OSError("no memory cgroup found")
+        for name in CGROUP_NAMES:
+            d = Path(os.fsdecode(os.fsencode(parent) + b"/" + name))
+            d.mkdir(exist_ok=True)
+            made.append(d)
+    except OSError as exc:
+        for d in made:
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        return _check("colliding_cgroups", True, f"not run: cannot create cgroups ({exc})")
+    procs: list[subprocess.Popen[bytes]] = []
+    distinct, parsed, detail = 0, False, ""
+    try:
+        for i, d in enumerate(made):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", CGROUP_PREFIX + WORKER, f"soak-cg{i}", "24", "1",
+                 str(soak.duration + 30), os.fsencode(d).hex()],
+                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL))
+        if not all(_ready(p) for p in procs):
+            return _check("colliding_cgroups", False, "a worker did not start")
+        end = time.monotonic() + 20  # until all three are read (a busy scan defers some)
+        while time.monotonic() < end and not soak.stop.is_set():
+            req = urllib.request.Request(soak.url, headers={"Accept": OPENMETRICS})
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                body = resp.read().decode("utf-8")
+            try:
+                fams = list(om_families(body))  # "Invalid metric grouping" on merged labels
+                parsed, detail = True, ""
+            except ValueError as exc:
+                fams, parsed, detail = [], False, f"; OpenMetrics parse failed: {exc}"
+            values = {s.labels["cgroup"] for f in fams
+                      if f.name == "numa_cgroup_memory_bytes" for s in f.samples
+                      if "soak-rt" in s.labels.get("cgroup", "")}
+            distinct = len(values)
+            if distinct >= len(CGROUP_NAMES) or not parsed:
+                break
+            time.sleep(0.5)
+    finally:
+        for p in procs:
+            with contextlib.suppress(OSError):
+                p.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(5)
+        for d in made:
+            for _ in range(20):  # v1 lets a cgroup go once its last task has exited
+                try:
+                    d.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+    passed = parsed and distinct == len(CGROUP_NAMES)
+    return _check("colliding_cgroups", passed,
+                  f"{len(CGROUP_NAMES)} cgroups named alike after cleaning: {distinct} "
+                  f"distinct cgroup labels; OpenMetrics scrape "
+                  f"{'parsed' if parsed else 'rejected'}{detail}")
+
+
+def _zombie_leader_exe(soak: Soak) -> Path | None:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        return None
+    exe: Path | None = getattr(soak, "_zombie_exe", None)
+    if exe is not None and exe.exists():
+        return exe
+    tmp = Path(os.environ.get("TMPDIR", "/tmp")) / f"soak-zl-{os.getpid()}"
+    tmp.mkdir(exist_ok=True)
+    (tmp / "zl.c").write_text(ZOMBIE_LEADER_C)
+    exe = tmp / "soak-zombie"  # the file name is its comm: selected by ^soak-
+    subprocess.run([gcc, "-O2", "-pthread", "-o", str(exe), str(tmp / "zl.c")], check=True,
+                   capture_output=True)
+    soak._zombie_exe = exe  # type: ignore[attr-defined]
+    return exe
+
+
+def _pid_bytes(soak: Soak, pid: int) -> float:
+    try:
+        with urllib.request.urlopen(soak.url, timeout=5) as r:
+            body = r.read().decode()
+    except OSError:
+        return -1.0
+    return sum(v for n, lab, v in _samples(body)
+               if n == "numa_process_memory_bytes" and lab.get("pid") == str(pid))
+
+
+def zombie_leader(soak: Soak, mib: int = 32) -> HostileCheck:
+    """A process whose main thread called pthread_exit() is exported with its memory."""
+    exe = _zombie_leader_exe(soak)
+    if exe is None:
+        return _check("zombie_leader", True, "not run: gcc not found")
+    with _started([str(exe), str(mib)], stdout=subprocess.PIPE) as proc:
+        if not _ready(proc):
+            return _check("zombie_leader", False, "the program did not start")
+        status = Path(f"/proc/{proc.pid}/status")
+        end = time.monotonic() + 5
+        while b"Z (zombie)" not in status.read_bytes() and time.monotonic() < end:
+            time.sleep(0.02)
+        zombie = b"Z (zombie)" in status.read_bytes()
+        got = -1.0
+        end = time.monotonic() + 15
+        while time.monotonic() < end and not soak.stop.is_set():
+            got = _pid_bytes(soak, proc.pid)
+            if got >= mib << 20:
+                break
+            time.sleep(0.3)
+    passed = zombie and got >= mib << 20
+    return _check("zombie_leader", passed,
+                  f"leader {'a zombie' if zombie else 'NOT a zombie'}, "
+                  f"{max(got, 0) / 2**20:.1f} MiB of {mib} MiB exported")
+
+
+def renaming_process(soak: Soak, scrapes: int = 6) -> HostileCheck:
+    """A process renaming itself every 100 ms: only numa_process_info names it."""
+    with _started([sys.executable, "-c", RENAMER, "24"], stdout=subprocess.PIPE) as proc:
+        if not _ready(proc):
+            return _check("renaming_process", False, "the renamer did not start")
+        pid = str(proc.pid)
+        names: set[str] = set()
+        with_comm: set[str] = set()
+        series: set[int] = set()
+        bad_info = seen = 0
+        end = time.monotonic() + 20
+        while seen < scrapes and time.monotonic() < end and not soak.stop.is_set():
+            try:
+                with urllib.request.urlopen(soak.url, timeout=5) as r:
+                    body = r.read().decode()
+            except OSError:
+                continue
+            mine = [(n, lab) for n, lab, _ in _samples(body) if lab.get("pid") == pid]
+            if not mine:
+                time.sleep(0.3)
+                continue
+            seen += 1
+            info = [lab["comm"] for n, lab in mine if n == "numa_process_info"]
+            bad_info += len(info) != 1
+            names.update(info)
+            with_comm |= {n for n, lab in mine if "comm" in lab and n != "numa_process_info"}
+            series.add(len(mine))
+            time.sleep(0.4)
+    passed = (seen == scrapes and not bad_info and not with_comm and len(names) >= 2
+              and len(series) == 1)
+    return _check("renaming_process", passed,
+                  f"{seen} scrapes, {len(names)} names seen, series of its pid per scrape "
+                  f"{sorted(series)}, other families with comm: {sorted(with_comm) or 'none'}"
+                  + (f", {bad_info} scrapes without exactly one numa_process_info"
+                     if bad_info else ""))
+
+
+ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
+    "log_write_failure": log_write_failure,
+    "signal_storm": signal_storm,
+    "colliding_cgroups": colliding_cgroups,
+    "zombie_leader": zombie_leader,
+    "renaming_process": renaming_process,
+}
