@@ -217,6 +217,27 @@ def test_gpu_process_is_not_told_to_move_its_gpu_memory(
     assert "83% local to its accelerator's memory node(s) 1" in r["summary"]
 
 
+def test_unbound_process_beside_memoryless_nodes_is_not_told_to_stop_balancing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """vllm (700): Mems_allowed 0-1 is every node with memory (nodes 2-8 have none), a
+    default policy: not bound, so no strict-binding problem and no sysctl remedy."""
+    r = _run(capsys, "grace_hopper", 700)
+    assert r["memory_bound"] is False and r["memory_bound_nodes"] is None
+    assert r["mismatches"]["balancing_with_strict_binding"] is False
+    assert not any("numa_balancing" in ln for ln in [*r["problems"], *r["remedies"]])
+    # nor told to relaunch bound to 0-1, which is what it already has
+    assert not any(ln.startswith("numactl") for ln in r["remedies"])
+
+
+def test_process_bound_to_one_memory_node_is_still_bound(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """spill (710), numactl --membind=1 with balancing on: bound to node 1, and told."""
+    r = _run(capsys, "grace_hopper", 710)
+    assert r["memory_bound"] is True and r["memory_bound_nodes"] == "1"
+    assert r["mismatches"]["balancing_with_strict_binding"] is True
+    assert any(ln.startswith("sysctl -w kernel.numa_balancing=0") for ln in r["remedies"])
+
+
 def test_process_bound_to_the_gpu_memory_without_the_gpu_is_still_told(
         capsys: pytest.CaptureFixture[str]) -> None:
     """spill (710) uses no accelerator: its memory on node 1 is far for its CPUs, and moving

@@ -163,3 +163,25 @@ def test_collector_off_reads_and_exports_nothing_of_it() -> None:
     assert "numa_process_hint_faults" not in text and "numa_node_has_cpu" not in text
     assert all(p.tiers is None for p in snap.processes)
     assert snap.system.node_vmstat == {} and snap.system.demotion_enabled is None
+
+
+# Hand-written from the root's tables (tests/fixtures/build_roots.py, grace_hopper): nodes
+# 0-8 online, memory on 0-1 only; 700 and 720 have default policies and Mems_allowed 0-1
+# (every node with memory: unbound), 710 is numactl --membind=1 (bound to the HBM node);
+# numa_balancing is 1 on the root.
+GH_MEMORY_BOUND = {"700": 0.0, "710": 1.0, "720": 0.0}
+
+
+@pytest.mark.parametrize("collectors", [None, frozenset({"process", "binding", "balancing"})])
+def test_memory_bound_against_the_nodes_with_memory(collectors: frozenset[str] | None
+                                                    ) -> None:
+    """Mems_allowed 0-1 on a host whose nodes 2-8 have no memory is no binding, so it is no
+    strict binding for balancing to trip on; membind=1 stays bound. With the tiers collector
+    off as well: has_memory is read for the binding checks all the same."""
+    _, text = _exposition(collectors=collectors)
+    for pid, bound in GH_MEMORY_BOUND.items():
+        assert _one(text, "numa_process_memory_bound", pid=pid) == bound, pid
+        assert _one(text, "numa_process_binding_mismatch", pid=pid,
+                    reason="balancing_with_strict_binding") == bound, pid
+    assert _one(text, "numa_process_binding_mismatch", pid="710",
+                reason="memory_not_on_thread_nodes") == 1.0

@@ -23,7 +23,7 @@ def _sample(memory: dict[int, int], policy: dict[tuple[str, frozenset[int]], int
             off_policy: int, cpus: frozenset[int], mems: frozenset[int]) -> ProcessSample:
     home = Home(frozenset({0}), "threads")
     node_bytes = dict(memory)
-    b = analyse(online=frozenset({0, 1}), cpu_nodes_online=frozenset({0, 1}),
+    b = analyse(online=frozenset({0, 1}), memory_nodes=None, cpu_nodes_online=frozenset({0, 1}),
                 policy_nodes=policy, mems_allowed=mems,
                 affinity_nodes=TOPO.nodes_of_cpus(cpus), thread_nodes=frozenset({0}),
                 accelerator_nodes=frozenset(), balancing_mode=0, off_policy_bytes=off_policy)

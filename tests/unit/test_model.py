@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from numa_exporter.model.binding import analyse
+from numa_exporter.model.binding import Binding, analyse
 from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.home import Home, choose_home, locality, thread_nodes
 
@@ -44,7 +44,8 @@ def test_locality_and_zero_total() -> None:
 
 
 def _analyse(**kw: object) -> dict[str, bool]:
-    args: dict[str, object] = dict(online=frozenset({0, 1}), cpu_nodes_online=frozenset({0, 1}),
+    args: dict[str, object] = dict(online=frozenset({0, 1}), memory_nodes=None,
+                                   cpu_nodes_online=frozenset({0, 1}),
                                    policy_nodes={("default", frozenset()): 100},
                                    mems_allowed=frozenset({0, 1}), affinity_nodes=frozenset({0, 1}),
                                    thread_nodes=frozenset({0}), accelerator_nodes=frozenset(),
@@ -79,6 +80,53 @@ def test_cpus_pinned_memory_free_under_balancing_is_not_strict() -> None:
         "threads_bound_memory_free"}
     assert _analyse(mems_allowed=frozenset({0}), balancing_mode=1) == {
         "balancing_with_strict_binding"}
+
+
+# A Grace Hopper host: nodes 0-8 online, memory on 0 (LPDDR5X) and 1 (HBM) only, CPUs on 0.
+GH_ONLINE = frozenset(range(9))
+GH_MEMORY = frozenset({0, 1})
+
+
+def _gh_binding(**kw: object) -> Binding:
+    args: dict[str, object] = dict(online=GH_ONLINE, memory_nodes=GH_MEMORY,
+                                   cpu_nodes_online=frozenset({0}),
+                                   policy_nodes={("default", frozenset()): 100},
+                                   mems_allowed=frozenset({0, 1}),
+                                   affinity_nodes=frozenset({0}),
+                                   thread_nodes=frozenset({0}), accelerator_nodes=frozenset(),
+                                   balancing_mode=1)
+    args.update(kw)
+    return analyse(**args)  # type: ignore[arg-type]
+
+
+def test_mems_allowed_of_every_memory_node_is_not_a_binding() -> None:
+    # an unbound task's Mems_allowed is the nodes with memory (N_MEMORY), here 0-1 of 0-8
+    b = _gh_binding()
+    assert b.memory_nodes is None and not b.memory_bound
+    assert not any(b.mismatches.values())
+    # nor is a strict policy naming every node with memory
+    b = _gh_binding(policy_nodes={("bind", frozenset({0, 1})): 100})
+    assert not b.memory_bound and not b.mismatches["balancing_with_strict_binding"]
+
+
+def test_binding_to_some_memory_nodes_stays_a_binding() -> None:
+    # numactl --membind=1: the policy confines memory to the HBM node
+    b = _gh_binding(policy_nodes={("bind", frozenset({1})): 100})
+    assert b.memory_nodes == frozenset({1})
+    assert b.mismatches["balancing_with_strict_binding"]
+    assert b.mismatches["memory_not_on_thread_nodes"]
+    # a cpuset of node 0 alone
+    b = _gh_binding(mems_allowed=frozenset({0}))
+    assert b.memory_nodes == frozenset({0}) and b.mismatches["balancing_with_strict_binding"]
+
+
+def test_memory_nodes_unknown_falls_back_to_the_online_nodes() -> None:
+    # without has_memory nothing says nodes 2-8 hold none: 0-1 of 0-8 reads as bound
+    b = _gh_binding(memory_nodes=None)
+    assert b.memory_nodes == frozenset({0, 1})
+    # a has_memory list naming no online node is no better than none
+    assert _gh_binding(memory_nodes=frozenset({12})).memory_nodes == frozenset({0, 1})
+    assert _gh_binding(memory_nodes=frozenset()).memory_nodes == frozenset({0, 1})
 
 
 def test_memory_off_its_own_bind_policy() -> None:

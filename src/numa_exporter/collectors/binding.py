@@ -35,8 +35,9 @@ REASONS = {
 
 MEMORY_BOUND = MetricSpec(
     "numa_process_memory_bound", "gauge",
-    "1 when the process's memory is restricted to a subset of the online nodes (bind or "
-    "interleave policies, Mems_allowed or cgroup cpuset.mems), else 0.", P)
+    "1 when the process's memory is restricted to a subset of the nodes that have memory "
+    "(has_memory; all online nodes where unknown) by bind or interleave policies, "
+    "Mems_allowed or cgroup cpuset.mems, else 0.", P)
 CPUS_BOUND = MetricSpec(
     "numa_process_cpus_bound", "gauge",
     "1 when the process's CPU affinity (Cpus_allowed_list) excludes some online node's CPUs, "

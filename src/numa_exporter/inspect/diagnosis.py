@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from numa_exporter.inspect.tiers import render_tiers, tiers_report
-from numa_exporter.model.binding import policy_memory_nodes
+from numa_exporter.model.binding import memory_binding, memory_capable
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.kubernetes import KubernetesView, kubelet_home
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
@@ -187,12 +187,8 @@ def _pod_remedies(sample: ProcessSample, target: frozenset[int], verdict: str,
 def current_bindings(sample: ProcessSample, system: SystemSample
                      ) -> tuple[frozenset[int] | None, frozenset[int] | None]:
     """Return (memory nodes, CPU nodes) the process is bound to now; None where unbound."""
-    online = frozenset(system.topology.nodes)
-    mem = policy_memory_nodes(sample.policy_nodes, online)
-    if sample.mems_allowed is not None:
-        allowed = sample.mems_allowed & online
-        if allowed and allowed != online:
-            mem = allowed if mem is None else (mem & allowed) or allowed
+    mem = memory_binding(sample.policy_nodes, sample.mems_allowed,
+                         frozenset(system.topology.nodes), system.memory_nodes)
     cpu: frozenset[int] | None = None
     if sample.cpus_allowed:
         nodes = system.topology.nodes_of_cpus(sample.cpus_allowed)
@@ -212,8 +208,11 @@ def _remedies(sample: ProcessSample, system: SystemSample, unit: str | None,
     cpus: frozenset[int] = frozenset()
     for n in target:
         cpus |= system.topology.cpus.get(n, frozenset())
+    # memory bound to every node that has memory is not bound (as current_bindings says)
+    capable = memory_capable(frozenset(system.topology.nodes), system.memory_nodes)
+    mem_want = None if capable <= mem_target else mem_target
     # a relaunch bound as it already is changes nothing: only suggest a different binding
-    if mem_now != mem_target or (cpu_now or frozenset(system.topology.cpu_nodes())) != target:
+    if mem_now != mem_want or (cpu_now or frozenset(system.topology.cpu_nodes())) != target:
         out.append(f"numactl --cpunodebind={nodes_s} --membind={mem_s} -- <command>")
     remote_nodes = sorted(set(node_bytes) - mem_target)
     if verdict != "local" and remote_nodes:

@@ -31,7 +31,7 @@ class Binding:
 
     @property
     def memory_bound(self) -> bool:
-        """Return whether memory is restricted to a subset of the online nodes."""
+        """Return whether memory is restricted to a subset of the nodes that have memory."""
         return self.memory_nodes is not None
 
     @property
@@ -40,9 +40,27 @@ class Binding:
         return self.cpu_nodes is not None
 
 
+def memory_capable(online: frozenset[int], memory_nodes: frozenset[int] | None
+                   ) -> frozenset[int]:
+    """Return the online nodes that can hold memory: those in ``memory_nodes``
+    (``has_memory``, the kernel's N_MEMORY), or every online node where that list is
+    unknown or names no online node.
+
+    An unbound task's ``Mems_allowed`` is N_MEMORY, and memory policies are cut to it, so
+    a binding is a restriction only against this set, not against all online nodes (a Grace
+    Hopper host has online nodes with neither CPUs nor memory).
+    """
+    capable = online & memory_nodes if memory_nodes is not None else online
+    return capable or online
+
+
 def policy_memory_nodes(policy_nodes: Mapping[tuple[str, frozenset[int]], int],
-                        online: frozenset[int]) -> frozenset[int] | None:
-    """Return the nodes strict policies confine most of the memory to, or None."""
+                        capable: frozenset[int]) -> frozenset[int] | None:
+    """Return the nodes strict policies confine most of the memory to, or None.
+
+    ``capable`` are the nodes that can hold memory (:func:`memory_capable`); a strict policy
+    naming all of them confines nothing and gives None.
+    """
     total = sum(policy_nodes.values())
     strict = {k: b for k, b in policy_nodes.items() if k[0] in STRICT_POLICIES and k[1]}
     strict_bytes = sum(strict.values())
@@ -52,13 +70,33 @@ def policy_memory_nodes(policy_nodes: Mapping[tuple[str, frozenset[int]], int],
     for (_, ns), b in strict.items():
         if b:
             nodes |= ns
-    nodes &= online
-    return nodes if nodes and nodes != online else None
+    nodes &= capable
+    return nodes if nodes and nodes != capable else None
+
+
+def memory_binding(policy_nodes: Mapping[tuple[str, frozenset[int]], int],
+                   mems_allowed: frozenset[int] | None, online: frozenset[int],
+                   memory_nodes: frozenset[int] | None) -> frozenset[int] | None:
+    """Return the nodes the process's memory is restricted to, or None when it may use
+    every node that has memory.
+
+    Strict policies and ``Mems_allowed`` (the cpuset) both restrict; where both do, their
+    common nodes (the cpuset's alone when they share none). ``memory_nodes`` is the
+    ``has_memory`` list (None: unknown, every online node counts).
+    """
+    capable = memory_capable(online, memory_nodes)
+    mem = policy_memory_nodes(policy_nodes, capable)
+    if mems_allowed is not None:
+        allowed = mems_allowed & capable
+        if allowed and allowed != capable:
+            mem = allowed if mem is None else (mem & allowed) or allowed
+    return mem
 
 
 def analyse(
     *,
     online: frozenset[int],
+    memory_nodes: frozenset[int] | None,
     cpu_nodes_online: frozenset[int],
     policy_nodes: Mapping[tuple[str, frozenset[int]], int],
     mems_allowed: frozenset[int] | None,
@@ -70,15 +108,14 @@ def analyse(
 ) -> Binding:
     """Return the process's bindings and, per reason in REASONS, whether it applies.
 
+    ``memory_nodes`` are the nodes with memory (``has_memory``; None where unknown): memory
+    counts as bound only when restricted to fewer of them (:func:`memory_binding`).
+
     ``off_policy_bytes`` are resident bytes of bind-policy mappings found on nodes their
     policy does not name (moved there by ``migratepages`` or an ``mbind`` without MOVE).
     """
-    mem = policy_memory_nodes(policy_nodes, online)
+    mem = memory_binding(policy_nodes, mems_allowed, online, memory_nodes)
     total = sum(policy_nodes.values())
-    if mems_allowed is not None:
-        allowed = mems_allowed & online
-        if allowed and allowed != online:
-            mem = allowed if mem is None else (mem & allowed) or allowed
     cpu: frozenset[int] | None = None
     if affinity_nodes is not None and affinity_nodes and affinity_nodes != cpu_nodes_online:
         cpu = affinity_nodes

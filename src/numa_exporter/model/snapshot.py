@@ -101,6 +101,8 @@ class SystemSample:
     balancing_mode: int | None = None
     promote_rate_limit_bytes: int | None = None
     tiers: SystemTiers | None = None  # node classes, memory tiers, HMAT (tiers collector)
+    # nodes with memory (has_memory), whatever collectors run; None where unknown
+    memory_nodes: frozenset[int] | None = None
     node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
     demotion_enabled: bool | None = None
 

@@ -366,6 +366,7 @@ class ProcessReader:
         topo = system.topology
         return analyse(
             online=frozenset(topo.nodes),
+            memory_nodes=system.memory_nodes,
             cpu_nodes_online=topo.cpu_nodes(),
             policy_nodes=pl.policy_nodes,
             mems_allowed=cand.status.mems_allowed,

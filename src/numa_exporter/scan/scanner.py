@@ -158,6 +158,8 @@ class Scanner:
         except Exception as exc:  # a parser bug: serve the processes without system counters
             self.errors.bug("system", str(self.proc.root), exc)
             sample = SystemSample(topology=self.topology)
+        # binding checks compare memory bindings with the nodes that have memory
+        sample = replace(sample, memory_nodes=self.system_tiers.classes.memory)
         if not cfg.enabled("tiers"):
             return sample
         try:
