@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from tests.conftest import REPO, ROOTS
+from tools.soak_rounds import ZOMBIE_LEADER_C
 
 from numa_exporter.config import Config
 from numa_exporter.roots import Roots
@@ -107,32 +108,6 @@ def test_inspect_reads_a_zombie_leader(tmp_path: Path) -> None:
     assert rep["comm"] == "splitter"
 
 
-PTHREAD_EXIT_MAIN = r"""
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <unistd.h>
-static size_t mib;
-static void *worker(void *arg) {
-    (void)arg;
-    size_t n = mib << 20;
-    volatile char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
-                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) exit(1);
-    for (size_t i = 0; i < n; i += 4096) p[i] = 1;
-    printf("ready\n");
-    fflush(stdout);
-    for (;;) pause();
-    return NULL;
-}
-int main(int argc, char **argv) {
-    mib = strtoul(argv[1], NULL, 10);
-    pthread_t t;
-    if (pthread_create(&t, NULL, worker, NULL)) return 1;
-    pthread_exit(NULL);
-}
-"""
 
 
 @pytest.fixture
@@ -141,7 +116,7 @@ def zombie_leader(tmp_path: Path):  # type: ignore[no-untyped-def]
     if gcc is None:
         pytest.skip("gcc not found")
     src = tmp_path / "zl.c"
-    src.write_text(PTHREAD_EXIT_MAIN)
+    src.write_text(ZOMBIE_LEADER_C)  # the soak's program: one C source
     exe = tmp_path / "zombie-leader"
     subprocess.run([gcc, "-O2", "-pthread", "-o", str(exe), str(src)], check=True)
     child = subprocess.Popen([str(exe), "96"], stdout=subprocess.PIPE)
