@@ -8,7 +8,6 @@ except where a function says it reports them itself.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 
@@ -117,9 +116,11 @@ def read_stat(files: ProcessFiles, errors: ErrorReporter) -> PidStat | None:
 
 def read_cmdline(files: ProcessFiles) -> str:
     """Return the command line with NULs as spaces, decoded leniently; "" when unreadable."""
-    with contextlib.suppress(SourceError):
-        return files.cmdline().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    return ""
+    try:  # not contextlib.suppress: this runs for every process of the host with patterns
+        raw = files.cmdline()
+    except SourceError:
+        return ""
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
 
 
 def read_cgroup(files: ProcessFiles, errors: ErrorReporter) -> ProcCgroup | None:
