@@ -115,3 +115,4 @@ def _statm_by_split(data: bytes) -> PidStatm | None:
 @settings(max_examples=3000)
 def test_statm_pattern_reads_as_split_did(data: bytes) -> None:
     assert parse_pid_statm(data) == _statm_by_split(data)
+
