@@ -62,7 +62,7 @@ def test_held_read_follows_the_process_and_ends_gone() -> None:
 
 @live
 def test_retain_closes_what_is_no_longer_listed() -> None:
-    held = HeldFiles(8)
+    held = HeldFiles(lambda: 8)
     held.read(1, "/proc/self/statm", "statm", whole=True)
     held.read(2, "/proc/self/status", "status", whole=True)
     held.retain(frozenset({2}))
@@ -73,7 +73,7 @@ def test_retain_closes_what_is_no_longer_listed() -> None:
 
 @live
 def test_budget_bounds_the_descriptors_held() -> None:
-    held = HeldFiles(1)
+    held = HeldFiles(lambda: 1)
     a = held.read(1, "/proc/self/statm", "statm", whole=True)
     b = held.read(1, "/proc/self/stat", "stat")
     assert parse_pid_statm(a) is not None

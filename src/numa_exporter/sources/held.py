@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno
 import os
 import resource
+from collections.abc import Callable
 
 from numa_exporter.sources.errors import classify
 from numa_exporter.sources.files import CHUNK, MAX_SMALL_FILE, read_at_most
@@ -30,12 +31,13 @@ MAX_HELD = 4096  # descriptors held at most, whatever the limit allows
 
 
 def held_budget() -> int:
-    """Return how many descriptors to hold: a quarter of the soft RLIMIT_NOFILE, at most
-    ``MAX_HELD``; the other three quarters stay for clients, numa_maps reads and fd scans."""
+    """Return how many descriptors to hold: a tenth of the soft RLIMIT_NOFILE as it is now
+    (the web server raises it to the hard limit at start and takes 80% for connections), at
+    most ``MAX_HELD``; the rest stays for numa_maps reads, fd scans and the like."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         return MAX_HELD
-    return max(0, min(MAX_HELD, soft // 4))
+    return max(0, min(MAX_HELD, soft // 10))
 
 
 def _pread_small(fd: int, whole: bool) -> bytes:
@@ -66,8 +68,8 @@ class HeldFiles:
     Not thread-safe: one scanner's thread reads through it.
     """
 
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
+    def __init__(self, budget: Callable[[], int] = held_budget) -> None:
+        self.budget = budget  # asked when a file is opened anew: the limit may be raised
         self._fds: dict[str, tuple[int, int]] = {}  # path -> (pid, fd)
         self.reopened = 0  # descriptors dropped on an error and opened again (tests)
 
@@ -100,7 +102,7 @@ class HeldFiles:
         except OSError as err:
             os.close(fd)
             raise classify(source, path, err) from err
-        if len(self._fds) < self.budget:
+        if len(self._fds) < self.budget():
             self._fds[path] = (pid, fd)
         else:
             os.close(fd)

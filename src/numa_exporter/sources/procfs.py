@@ -9,7 +9,7 @@ from pathlib import Path
 
 from numa_exporter.sources.errors import Absent, Gone, classify
 from numa_exporter.sources.files import read_optional, read_small, stream_chunks
-from numa_exporter.sources.held import HeldFiles, held_budget
+from numa_exporter.sources.held import HeldFiles
 from numa_exporter.sources.process_fds import DeviceFd, is_live_procfs, open_device_files
 
 
@@ -25,7 +25,7 @@ class ProcFS:
         open between reads, where the root is a live procfs (see sources/held.py); return
         whether they are held."""
         if self.held is None and self.is_live():
-            self.held = HeldFiles(held_budget())
+            self.held = HeldFiles()
         return self.held is not None
 
     def retain(self, pids: frozenset[int]) -> None:
