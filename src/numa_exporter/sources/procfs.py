@@ -21,9 +21,9 @@ class ProcFS:
         self.held: HeldFiles | None = None  # see hold_files()
 
     def hold_files(self) -> bool:
-        """Keep the small files every scan reads of every process (statm, status, cmdline)
-        open between reads, where the root is a live procfs (see sources/held.py); return
-        whether they are held."""
+        """Keep the small files every scan reads of every process (statm, status, comm,
+        cmdline) open between reads, where the root is a live procfs (see sources/held.py);
+        return whether they are held."""
         if self.held is None and self.is_live():
             self.held = HeldFiles()
         return self.held is not None
@@ -154,6 +154,10 @@ class ProcessFiles:
     def statm(self) -> bytes:
         """Return the bytes of statm (page counts: size, resident, ...)."""
         return self._small(f"{self._dir}/statm", "statm", whole=True)
+
+    def comm(self) -> bytes:
+        """Return the bytes of comm (the task's name and a newline)."""
+        return self._small(f"{self._mm_dir}/comm", "comm", whole=True)
 
     def cmdline(self) -> bytes:
         """Return the bytes of cmdline (NUL-separated)."""
