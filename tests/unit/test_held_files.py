@@ -93,3 +93,21 @@ def test_fixture_trees_are_read_by_path(tmp_path: Path) -> None:
     (d / "statm").unlink()
     (d / "statm").write_bytes(b"10 6 0 0 0 5 0\n")
     assert files.statm() == b"10 6 0 0 0 5 0\n"
+
+
+@live
+def test_long_cmdline_is_read_whole_through_a_held_descriptor() -> None:
+    """A command line longer than one read (32 KiB) comes whole, as by path."""
+    arg = "a" * 100_000
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()", arg],
+                             stdin=subprocess.PIPE)
+    try:
+        proc = ProcFS(PROC)
+        assert proc.hold_files()
+        first = proc.process(child.pid).cmdline()
+        again = proc.process(child.pid).cmdline()  # through the held descriptor
+        assert first == again == Path(f"/proc/{child.pid}/cmdline").read_bytes()
+        assert first.endswith(arg.encode() + b"\0")
+    finally:
+        child.kill()
+        child.wait()

@@ -43,9 +43,12 @@ def held_budget() -> int:
 def _pread_small(fd: int, whole: bool) -> bytes:
     """Return the whole file from offset 0 (at most MAX_SMALL_FILE; OSError passes).
 
-    ``whole``: the file is a single-record seq_file (status, statm), which the kernel writes
-    whole into its buffer and hands out in one read as far as the caller's buffer goes, so
-    a read shorter than asked for is the end and no second read is needed to find it.
+    ``whole``: a read shorter than asked for is the end, and no second read is needed to
+    find it. True of a single-record seq_file (status, statm, comm: the kernel writes the
+    record whole into its buffer and hands it out as far as the caller's buffer goes) and of
+    ``cmdline`` (``get_mm_cmdline`` copies until the count or the end of the argument area,
+    stopping short only where the process's memory cannot be read, and a read from there
+    fails the same way).
     """
     if whole:
         first = os.pread(fd, CHUNK, 0)

@@ -138,7 +138,7 @@ class ProcessFiles:
 
     def _small(self, path: str, source: str, whole: bool = False) -> bytes:
         """Return a small file's bytes, through a held descriptor where there is one
-        (``whole``: a single-record seq_file, see sources/held.py)."""
+        (``whole``: a short read is the end, see sources/held.py)."""
         if self._held is not None:
             return self._held.read(self.pid, path, source, whole)
         return read_small(path, source)
@@ -161,7 +161,7 @@ class ProcessFiles:
 
     def cmdline(self) -> bytes:
         """Return the bytes of cmdline (NUL-separated)."""
-        return self._small(f"{self._mm_dir}/cmdline", "cmdline")
+        return self._small(f"{self._mm_dir}/cmdline", "cmdline", whole=True)
 
     def cgroup(self) -> bytes:
         """Return the bytes of cgroup."""
