@@ -99,9 +99,11 @@ def test_fixture_trees_are_read_by_path(tmp_path: Path) -> None:
 def test_long_cmdline_is_read_whole_through_a_held_descriptor() -> None:
     """A command line longer than one read (32 KiB) comes whole, as by path."""
     arg = "a" * 100_000
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline()", arg],
-                             stdin=subprocess.PIPE)
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import sys; print('up', flush=True); sys.stdin.readline()", arg],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
         proc = ProcFS(PROC)
         assert proc.hold_files()
         first = proc.process(child.pid).cmdline()
