@@ -6,6 +6,7 @@ shows at the next read, and a reaped process reads as gone.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
@@ -113,3 +114,15 @@ def test_long_cmdline_is_read_whole_through_a_held_descriptor() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+@live
+def test_dropped_holder_closes_its_descriptors() -> None:
+    held = HeldFiles(lambda: 8)
+    held.read(os.getpid(), "/proc/self/statm", "statm", whole=True)
+    fd = next(iter(held._fds.values()))[1]
+    os.fstat(fd)  # open
+    del held
+    gc.collect()
+    with pytest.raises(OSError):
+        os.fstat(fd)

@@ -18,9 +18,11 @@ open: never ``numa_maps``, ``maps`` or ``mem``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import resource
+import weakref
 from collections.abc import Callable
 
 from numa_exporter.sources.errors import classify
@@ -65,6 +67,14 @@ def _pread_small(fd: int, whole: bool) -> bytes:
     return read_at_most(read, MAX_SMALL_FILE)
 
 
+def _close_all(fds: dict[str, tuple[int, int]]) -> None:
+    """Close every descriptor in ``fds`` and forget them."""
+    for _, fd in fds.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()
+
+
 class HeldFiles:
     """Descriptors of small per-process files, by path, kept open across scans.
 
@@ -75,6 +85,8 @@ class HeldFiles:
         self.budget = budget  # asked when a file is opened anew: the limit may be raised
         self._fds: dict[str, tuple[int, int]] = {}  # path -> (pid, fd)
         self.reopened = 0  # descriptors dropped on an error and opened again (tests)
+        # a scanner dropped (inspect, tests) closes what it held
+        weakref.finalize(self, _close_all, self._fds)
 
     def __len__(self) -> int:
         return len(self._fds)
@@ -123,5 +135,4 @@ class HeldFiles:
 
     def close(self) -> None:
         """Close every descriptor held."""
-        for path in list(self._fds):
-            self._drop(path)
+        _close_all(self._fds)
