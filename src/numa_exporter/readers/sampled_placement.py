@@ -41,7 +41,7 @@ from numa_exporter.model.sampling import (
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
-from numa_exporter.readers import sampled_compiled
+from numa_exporter.readers import sampled_compiled, sampled_sparse
 from numa_exporter.sources.errors import ReadFailed, SourceError
 from numa_exporter.sources.move_pages import MovePages, Unsupported
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
@@ -214,6 +214,7 @@ def read_sampled(
     between: Callable[[], None] | None = None,
     frames: FrameCache | None = FRAMES,
     compiled: bool = True,
+    narrow: bool = True,
 ) -> PlacementEstimate:
     """Return the sampled placement of one process.
 
@@ -224,7 +225,9 @@ def read_sampled(
     ``between`` is called before each move_pages batch and may raise to give the read up.
     ``frames`` keeps each pid's parsed maps while its text does not change (None: parse
     every time). ``compiled``: parse maps, draw and query with the extension where it is
-    built (the same estimate for the same ``rng``; False: the pure-Python path). Matches
+    built (the same estimate for the same ``rng``; False: the pure-Python path). ``narrow``:
+    draw a sparse stratum's pages from its present runs (``readers/sampled_sparse.py``,
+    PAGEMAP_SCAN where the kernel has it). Matches
     ``scan/process.py``'s ``SampledReader`` protocol.
     """
     try:
@@ -237,12 +240,15 @@ def read_sampled(
         frame = _parse(files.maps(), size, hugetlbfs_mounts, compiled)
     else:
         frame = frames.frame(files.pid, files.maps(), size, hugetlbfs_mounts, compiled)
+    totals = status_totals(status)
     strata = frame.strata
+    if narrow:
+        strata = sampled_sparse.narrowed(files.mm_dir, strata, totals)
     sampler = page_sampler(mp, files.mm_pid, compiled)
     try:
         est = estimate_placement(
             strata,
-            status_totals(status),
+            totals,
             None,
             sampler=sampler,
             target_error=target_error,
