@@ -1,7 +1,7 @@
 """Benchmark: CPU of the sampled read against the full read, per target shape.
 
     .venv/bin/python -m benchmarks sampled --cost [--shapes maps60k,threads,thp,hugetlb,
-                                              interleave] [--rounds 15]
+                                              interleave,sparse] [--rounds 15]
                                               [--out benchmarks/results/sampled_cost.json]
 
 Each shape is one target process (benchmarks/targets.py, or a hugetlb one here); each round
@@ -16,7 +16,8 @@ and does not):
   sampled_py   the same on the pure-Python path (same seed: the same estimate)
   capped       the compiled read with the query cap the scan gives a first sampled read
                (model/cadence.py query_budget of the full read's CPU, measured before the
-               rounds: what the daemon spends when it samples this shape)
+               rounds: what the daemon spends when it samples this shape), and the share of
+               the resident bytes its estimate placed on nodes
   maps         the compiled maps parse alone (read + parse, the sampled read's fixed part)
   maps_py      the pure-Python maps parse alone
 
@@ -53,7 +54,7 @@ from numa_exporter.readers import sampled_compiled
 from numa_exporter.readers.sampled_placement import _parse, read_sampled, sampling_available
 from numa_exporter.sources.procfs import ProcFS
 
-SHAPES = ("maps60k", "threads", "thp", "hugetlb", "interleave")
+SHAPES = ("maps60k", "threads", "thp", "hugetlb", "interleave", "sparse")
 NR_HUGEPAGES = Path("/proc/sys/vm/nr_hugepages")
 
 # A hugetlb target: MIB MiB of MAP_HUGETLB memory (default huge page size), every page
@@ -63,6 +64,19 @@ import mmap, sys
 mib = int(sys.argv[1])
 m = mmap.mmap(-1, mib << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40000)
 for i in range(0, mib << 20, 4096):
+    m[i] = 1
+print("ready", flush=True)
+sys.stdin.buffer.read()
+"""
+
+
+# The sparse reservation of issue 14: 1 GiB written at the start of a 16 TiB MAP_NORESERVE
+# mapping (the same as tools/daemon_cost.py's "sparse").
+SPARSE = r"""
+import mmap, sys
+m = mmap.mmap(-1, 16 << 40, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)
+m.madvise(mmap.MADV_NOHUGEPAGE, 0, 1 << 30)
+for i in range(0, 1 << 30, 4096):
     m[i] = 1
 print("ready", flush=True)
 sys.stdin.buffer.read()
@@ -132,6 +146,8 @@ def start_shape(shape: str) -> tuple[Target, str, int | None]:
     if shape == "interleave":
         nodes = len(list(Path("/sys/devices/system/node").glob("node[0-9]*")))
         return _interleave_target(1024), f"1 GiB interleaved over all {nodes} node(s)", None
+    if shape == "sparse":
+        return _start(SPARSE), "1 GiB in a 16 TiB MAP_NORESERVE mapping", None
     raise ValueError(shape)
 
 
@@ -144,6 +160,7 @@ def bench_shape(shape: str, rounds: int, seed: int) -> dict[str, Any]:
         page = os.sysconf("SC_PAGE_SIZE")
         mounts = DEFAULT_HUGETLBFS_MOUNTS
         queried: dict[bool | None, list[int]] = {True: [], False: [], None: []}
+        placed: list[float] = []
         lines = _parse(pf.maps(), page, mounts, False).mappings
         full_cpu = statistics.median(cpu(lambda: parse_numa_maps(pf.numa_maps()))()
                                      for _ in range(5))
@@ -155,6 +172,8 @@ def bench_shape(shape: str, rounds: int, seed: int) -> dict[str, Any]:
                                compiled=compiled is not False,
                                max_queries=cap if compiled is None else None)
             got.append(est.samples)
+            if compiled is None:
+                placed.append(est.total_bytes / max(est.total_bytes + est.unsampled_bytes, 1))
 
         contenders = {
             "full": cpu(lambda: parse_numa_maps(pf.numa_maps())),
@@ -182,6 +201,7 @@ def bench_shape(shape: str, rounds: int, seed: int) -> dict[str, Any]:
     return {
         "shape": shape, "what": what, "maps_lines": lines, "cap": cap,
         "capped_queries": spread([float(x) for x in queried[None][1:]]),
+        "capped_placed": spread(placed[1:]),
         "cpu_s": {k: spread(x) for k, x in v.items()},
         "ratios": {k: spread(x) for k, x in ratios.items()},
         "queries": q,
@@ -202,7 +222,8 @@ def table(results: list[dict[str, Any]]) -> str:
         for k in ("full", "sampled", "sampled_py", "capped", "maps", "maps_py"):
             out.append(f"  {k:11} {fmt_spread(c[k], 1e3)}")
         out.append(f"  capped/full {fmt_spread(ra['capped/full'])} (cap {r['cap']} pages, "
-                   f"queried {fmt_spread(r['capped_queries'], digits=0)})")
+                   f"queried {fmt_spread(r['capped_queries'], digits=0)}, placed "
+                   f"{fmt_spread(r['capped_placed'], digits=3)} of the resident bytes)")
         out.append(f"  sampled/full {fmt_spread(ra['sampled/full'])}   sampled_py/full "
                    f"{fmt_spread(ra['sampled_py/full'])}   sampled/sampled_py "
                    f"{fmt_spread(ra['sampled/sampled_py'], digits=3)}")
