@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numa_exporter.model.sampling import (
     QuerySampler,
@@ -314,3 +316,27 @@ def test_estimator_gives_the_same_with_either_sampler_on_a_fake_query() -> None:
     a = estimate_placement(strata, totals, query, rng=random.Random(7))
     b = estimate_placement(strata, totals, None, rng=random.Random(7), sampler=Drawn())
     assert a == b and a.samples > 0
+
+
+_HEX = st.text("0123456789abcdefA", min_size=0, max_size=18)
+_LINE = st.one_of(
+    st.sampled_from(HOSTILE.split(b"\n")),
+    st.builds(lambda a, b, perms, major, inode, path: (
+        f"{a}-{b} {perms} 00000000 {major}:00 {inode}".encode() + path),
+        _HEX, _HEX, st.text("rwxps-", min_size=3, max_size=5), _HEX,
+        st.text("0123456789", min_size=0, max_size=22),
+        st.binary(max_size=24) | st.sampled_from([b" /dev/shm/x", b" [stack]", b"  /x (deleted)",
+                                                  b" /dev/hugepages/h", b" /anon_hugepage",
+                                                  b" [vdso]", b"", b" "])),
+    st.binary(max_size=60),
+)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE, max_size=25), st.integers(1, 5))
+def test_any_maps_text_gives_the_reference_frame(lines: list[bytes], pieces: int) -> None:
+    text = b"\n".join(lines)
+    got, ref = _fast(text, pieces), _pure(text, pieces)
+    assert got == ref
+    assert list(got.strata) == list(ref.strata)
