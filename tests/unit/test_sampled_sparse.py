@@ -160,3 +160,27 @@ def test_a_bounded_sample_places_a_sparse_reservation(
     assert est.total_bytes >= 0.9 * rss and est.unsampled_bytes < 0.1 * rss
     anon = next(x for x in est.strata if x.kind is Kind.ANON)
     assert anon.resident >= 0.9 * anon.queried  # drawn where the pages are
+
+
+def test_a_dense_range_costs_one_call_when_it_cannot_be_the_reservation() -> None:
+    # 1 GiB written in a 1 GiB mapping among 500 empty 8 MiB thread stacks: sparse, but the
+    # only big range is dense and no bigger than 4 x the resident bytes: one call, kept
+    stacks = [(0x7E0000000000 + i * 9 * MiB, 0x7E0000000000 + i * 9 * MiB + 8 * MiB)
+              for i in range(500)]
+    dense = (0x7F0000000000, 0x7F0000000000 + GiB)
+    s = make_stratum(Kind.ANON, [*stacks, dense], PAGE)
+    fake = FakePagemap([dense])
+    got, used = narrow(s, fake.present, 8, GiB)
+    assert used == 1
+    assert got.pages == s.pages  # the present 128 MiB and the rest, still virtual
+
+
+def test_a_reservation_is_scanned_past_its_dense_start() -> None:
+    # the hostile shape: 512 MiB written at the start of one 16 TiB mapping: each call
+    # finds a dense 128 MiB, but the range is far bigger than the resident bytes allow
+    big = (0x7E0000000000, 0x7E0000000000 + 16 * TiB)
+    s = make_stratum(Kind.ANON, [big], PAGE)
+    fake = FakePagemap([(big[0], big[0] + 512 * MiB)])
+    got, used = narrow(s, fake.present, 8, 512 * MiB)
+    assert used == 5  # four of 128 MiB, one that walks the rest and finds nothing
+    assert got.pages == 512 * MiB // PAGE

@@ -76,14 +76,20 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int
             regions, walk_end = present(pos, b, PAGES_PER_CALL)
             used += 1
             floor = pos  # runs in order, none overlapping, none outside [pos, b)
+            covered = 0
             for x, y in regions:
                 x, y = max(x - x % ps, floor), min(-(-y // ps) * ps, b)
                 if y > x:
                     got.append((x, y))
                     floor = y
+                    covered += y - x
             if walk_end <= pos:
                 break  # no progress: keep the rest virtual
+            dense = 2 * covered >= walk_end - pos
             pos = walk_end
+            if dense and b - a <= SPARSE_FACTOR * resident:
+                break  # a dense range no bigger than the resident bytes allow: not the
+                # reservation that makes the stratum sparse; the rest stays virtual
         if pos < b:
             got.append((pos, b))
         runs[i] = got
