@@ -31,13 +31,19 @@ MAX_SKIP_SCANS = 64  # even the largest process is read exactly at least this of
 #: A reader's measured cost stands while the resident size stays within this factor of the
 #: size it was measured at; past it, the measurement is stale and is redone.
 STALE_FACTOR = 1.5
-#: CPU seconds per page query of the sampled reader before one was measured (move_pages in
-#: batches of 256 through ctypes, the drawing and the tally: ~1.5 us measured on x86_64).
-DEFAULT_QUERY_SECONDS = 2.0e-6
-#: CPU seconds per line of ``maps`` the sampled reader parses before it queries a page
-#: (~5.6 us measured on x86_64 with 20,000 mappings): its fixed cost, which grows with the
-#: mapping count while a full read's grows with resident pages.
-DEFAULT_MAPS_LINE_SECONDS = 6.0e-6
+#: CPU seconds per page query of the sampled reader before one was measured: the drawing,
+#: one move_pages call per 256 pages and the tally, in the compiled extension
+#: (readers/_sampled_fast.c), mostly the kernel's own move_pages work. Measured with
+#: `python -m benchmarks sampled --cost --rounds 15` (2-core x86_64 VM, kernel 6.x): medians
+#: 0.26 us (THP, hugetlb), 0.42-0.48 us (1 GiB of 4 KiB pages), 0.72 us (60,000 mappings);
+#: the highest is taken. The pure-Python fallback measured 0.9-1.4 us; a process's own
+#: measured sampled read replaces this value.
+DEFAULT_QUERY_SECONDS = 0.75e-6
+#: CPU seconds per line of ``maps`` the sampled reader reads and parses before it queries a
+#: page: its fixed cost, which grows with the mapping count while a full read's grows with
+#: resident pages. Same benchmark: 0.30 us a line with 60,000 mappings, compiled (0.22 us of
+#: it the kernel writing the text, 0.07 us the parse); the pure-Python fallback 4.5-5.0 us.
+DEFAULT_MAPS_LINE_SECONDS = 0.35e-6
 #: Pages a sampled read queries at the default precision when every page is resident.
 TYPICAL_QUERIES = 10_600
 #: Fewest pages a sampled read may query, whatever the full read costs (one batch).
