@@ -151,14 +151,16 @@ def test_hold_budget_zero_leaves_the_choice_to_cost_and_sample_above_zero_never_
 
 def test_query_budget_follows_the_full_read_cost_not_the_virtual_size() -> None:
     # 1 GiB resident inside a 64 TiB MAP_NORESERVE mapping: a full read costs ~8 ms; the
-    # sampled read may not spend 600,000 queries on it (8 ms at 0.75 us a query: 10,666)
+    # sampled read may not spend 600,000 queries on it, nor more than half of the full
+    # read's cost (4 ms at 0.75 us a query: 5,333)
     p = _plan(policy=ROOMY, resident_bytes=GiB)
-    assert p.max_queries is not None and p.max_queries <= 11_000
-    # measured: 12,000 queries took 60 ms of CPU (5 us each); a full read measured 20 ms
+    assert p.max_queries is not None and p.max_queries <= 5_400
+    # measured: 12,000 queries took 60 ms of CPU (5 us each); a full read measured 20 ms,
+    # so half of it, 10 ms, buys 2,000 queries
     costs = ReadCosts(full_cpu=0.020, full_resident=GiB, hold=0.020, sampled_cpu=0.060,
                       sampled_resident=GiB, sampled_queries=12_000)
-    assert query_budget(0.020, costs) == 4_000
+    assert query_budget(0.020, costs) == 2_000
     assert query_budget(0.0, costs) == MIN_QUERIES
     # the maps parse of many mappings comes off the budget first
-    # (20 ms - 1,000 lines at 0.35 us) at 0.75 us a query
-    assert query_budget(0.020, replace(costs, sampled_cpu=None, mappings=1_000)) == 26_200
+    # (10 ms - 1,000 lines at 0.35 us) at 0.75 us a query
+    assert query_budget(0.020, replace(costs, sampled_cpu=None, mappings=1_000)) == 12_866

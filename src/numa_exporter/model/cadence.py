@@ -48,6 +48,13 @@ DEFAULT_MAPS_LINE_SECONDS = 0.35e-6
 TYPICAL_QUERIES = 10_600
 #: Fewest pages a sampled read may query, whatever the full read costs (one batch).
 MIN_QUERIES = 256
+#: The share of a full read's estimated CPU a sampled read may spend. At the default
+#: precision (9,604 resident samples) a sampled read of ~1 GiB costs about what the full
+#: read does, so spending all of it buys precision at no saving; and both estimates carry
+#: noise (the per-GiB rate is rounded up, a query costs 0.26-0.72 us by shape). Half keeps
+#: the sampled reader the cheaper one where the hold budget chose it; what precision that
+#: costs is exported (numa_process_remote_ratio_stderr).
+SAMPLED_SHARE = 0.5
 
 Method = Literal["full", "sampled"]
 #: Why the method was chosen: ``hold`` (the full read's longest lock hold is over the
@@ -140,8 +147,9 @@ def estimate_hold(costs: ReadCosts, resident_bytes: int,
 
 
 def query_budget(full_seconds: float, costs: ReadCosts) -> int:
-    """Return the pages a sampled read may query so that it costs at most what the full
-    read is estimated to (``full_seconds`` of CPU), at least :data:`MIN_QUERIES`.
+    """Return the pages a sampled read may query so that it costs at most
+    :data:`SAMPLED_SHARE` of what the full read is estimated to (``full_seconds`` of CPU),
+    at least :data:`MIN_QUERIES`.
 
     The fixed part, parsing ``maps``, is taken off first (so a process of many mappings
     gets fewer queries); the cost per query is what the last sampled read measured beyond
@@ -151,7 +159,7 @@ def query_budget(full_seconds: float, costs: ReadCosts) -> int:
     per = DEFAULT_QUERY_SECONDS
     if costs.sampled_cpu is not None and costs.sampled_queries > 0:
         per = max((costs.sampled_cpu - fixed) / costs.sampled_queries, DEFAULT_QUERY_SECONDS / 4)
-    return max(MIN_QUERIES, int(max(full_seconds - fixed, 0.0) / per))
+    return max(MIN_QUERIES, int(max(full_seconds * SAMPLED_SHARE - fixed, 0.0) / per))
 
 
 def estimate_sampled_seconds(costs: ReadCosts) -> float:
