@@ -1,0 +1,95 @@
+"""``PAGEMAP_SCAN`` (Linux 6.7+): the present page ranges of another process's mapping.
+
+An ``ioctl`` on ``/proc/<pid>/pagemap`` (``fs/proc/task_mmu.c``, ``do_pagemap_scan``)
+walks the page tables of ``[start, end)`` and returns the runs of pages that have the asked
+categories, here ``PAGE_IS_PRESENT``, as ``struct page_region {start, end, categories}``.
+Empty page-table levels are skipped whole, so a 16 TiB ``MAP_NORESERVE`` reservation with
+1 GiB in it costs about what its 1 GiB costs (~1.5 ms per GiB of 4 KiB pages measured, a
+third of a numa_maps read). ``max_pages`` ends a call after that many present pages: the
+kernel takes the target's mmap lock for reading once per call (and again per 512 regions),
+so each hold is bounded by it.
+
+Opening ``pagemap`` needs what ``numa_maps`` needs (``PTRACE_MODE_READ``). A kernel without
+the ioctl answers ``EINVAL`` or ``ENOTTY``: :class:`Unsupported`, and the caller does
+without. Only architectures with the generic ``_IOC`` encoding are known here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import os
+import platform
+import struct
+from pathlib import Path
+
+from numa_exporter.sources.errors import classify
+
+SOURCE = "pagemap"
+#: _IOWR('f', 16, struct pm_scan_arg) with the generic encoding (dir 3 << 30, 96-byte arg).
+PAGEMAP_SCAN = (3 << 30) | (96 << 16) | (ord("f") << 8) | 16
+PAGE_IS_PRESENT = 1 << 3
+GENERIC_IOC = frozenset({"x86_64", "amd64", "aarch64", "arm64", "riscv64", "loongarch64",
+                         "s390x", "i386", "i686"})
+_ARG = struct.Struct("12Q")
+#: Regions one call may return (the kernel's own buffer is 512: more only costs copies).
+VEC_LEN = 512
+
+
+class Unsupported(Exception):
+    """PAGEMAP_SCAN cannot be used here (architecture, or a kernel without it)."""
+
+
+class PagemapScan:
+    """An open ``pagemap`` of one process; :meth:`present` asks for present page ranges.
+
+    Raises the classified SourceError of the open (Gone, Denied, ...) or
+    :class:`Unsupported` on an architecture whose ioctl encoding is not known here.
+    """
+
+    def __init__(self, mm_dir: Path | str, machine: str | None = None) -> None:
+        arch = machine if machine is not None else platform.machine()
+        if arch not in GENERIC_IOC:
+            raise Unsupported(f"PAGEMAP_SCAN: ioctl encoding of {arch!r} not known")
+        path = f"{mm_dir}/pagemap"
+        try:
+            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as err:
+            raise classify(SOURCE, path, err) from err
+        self._path = path
+        self._vec = (ctypes.c_uint64 * (3 * VEC_LEN))()
+        self.calls = 0
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> PagemapScan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def present(self, start: int, end: int, max_pages: int) -> tuple[list[tuple[int, int]], int]:
+        """Return (the present page ranges of ``[start, end)`` found by one call, in order,
+        and where the walk stopped: ``end`` when it got there). One call finds at most
+        ``max_pages`` present pages and :data:`VEC_LEN` ranges. Raises :class:`Unsupported`
+        when the kernel has no PAGEMAP_SCAN, else the classified OSError."""
+        arg = bytearray(_ARG.pack(_ARG.size, 0, start, end, 0, ctypes.addressof(self._vec),
+                                  VEC_LEN, max(max_pages, 1), 0, PAGE_IS_PRESENT, 0,
+                                  PAGE_IS_PRESENT))
+        try:
+            n = fcntl.ioctl(self._fd, PAGEMAP_SCAN, arg, True)
+        except OSError as err:
+            if err.errno in (errno.EINVAL, errno.ENOTTY, errno.EOPNOTSUPP):
+                raise Unsupported(f"PAGEMAP_SCAN on {self._path}: {err.strerror}") from err
+            raise classify(SOURCE, self._path, err) from err
+        self.calls += 1
+        walk_end = _ARG.unpack_from(arg)[4]
+        v = self._vec
+        n = max(0, min(n, VEC_LEN))
+        out = [(v[3 * i], v[3 * i + 1]) for i in range(n)]
+        return out, max(min(walk_end, end), start)
