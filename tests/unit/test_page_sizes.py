@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from numa_exporter.model.cadence import CadencePolicy, ReadCosts, estimate_hold, plan, record_hold
 from numa_exporter.model.page_sizes import MappingPages, PageShape, walk_hold
 from numa_exporter.parsers.kpageflags import parse_kpageflags
 from numa_exporter.parsers.pid_maps import parse_maps_range
@@ -20,6 +21,8 @@ from numa_exporter.sources.procfs import ProcFS
 GiB = 1 << 30
 MiB = 1 << 20
 PAGE = 4096
+POLICY = CadencePolicy(sample_above=0.005, full_interval=0.0, process_budget=0.5,
+                       interval=1.0, hold_budget=0.005)
 RATE_4K = 8.0e-3 / GiB  # the planner's default walk rate of 4 KiB pages, written out
 
 
@@ -87,6 +90,62 @@ def test_a_probe_goes_stale_with_size_and_age() -> None:
     assert not shape.fresh(7 * GiB, 150.0)
     assert not shape.fresh(4 * GiB, 100.0 + 301.0)
     assert not shape.fresh(4 * GiB, 99.0)  # a clock that went back: probe again
+
+
+# --- the planner ----------------------------------------------------------------------
+
+def _plan(resident: int, costs: ReadCosts | None = None) -> tuple[str, str]:
+    p = plan(POLICY, now=1000.0, resident_bytes=resident, seconds_per_byte=None,
+             next_due=0.0, last_full=0.0, sampling=True, costs=costs)
+    return p.method, p.reason
+
+
+THP_4G = PageShape((MappingPages(4 * GiB, 64, 64),), rest=2 * MiB, resident=4 * GiB,
+                   taken=999.0)
+SMALL_4G = PageShape((MappingPages(4 * GiB, 64, 0),), rest=2 * MiB, resident=4 * GiB,
+                     taken=999.0)
+
+
+def test_a_thp_target_gets_the_full_read_and_4k_targets_stay_sampled() -> None:
+    # before the probe: all of 4 GiB at the 4 KiB rate (32 ms) is over the 5 ms budget
+    assert _plan(4 * GiB) == ("sampled", "hold")
+    known = ReadCosts(largest_mapping=4 * GiB, maps_resident=4 * GiB)
+    assert _plan(4 * GiB, known) == ("sampled", "hold")
+    # with the probe: the THP mapping holds the lock ~1 ms, the 4 KiB one 32 ms
+    assert _plan(4 * GiB, ReadCosts(pages=THP_4G)) == ("full", "cheaper")
+    assert _plan(4 * GiB, ReadCosts(largest_mapping=4 * GiB, maps_resident=4 * GiB,
+                                    pages=THP_4G)) == ("full", "cheaper")
+    assert _plan(4 * GiB, ReadCosts(pages=SMALL_4G)) == ("sampled", "hold")
+    sixteen = PageShape((MappingPages(16 * GiB, 64, 0),), resident=16 * GiB, taken=999.0)
+    assert _plan(16 * GiB, ReadCosts(pages=sixteen)) == ("sampled", "hold")
+
+
+def test_a_measured_hold_overrides_the_probe() -> None:
+    # the probe said huge, but the walk measured 30 ms twice (say, PTE-mapped huge pages)
+    costs = record_hold(record_hold(ReadCosts(pages=THP_4G, full_resident=4 * GiB), 0.030),
+                        0.031)
+    assert _plan(4 * GiB, costs) == ("sampled", "hold")
+    # and a measured small hold stands for a process the probe could not see
+    seen = record_hold(ReadCosts(pages=SMALL_4G, full_resident=4 * GiB), 0.001)
+    assert estimate_hold(seen, 4 * GiB, None) == 0.001
+
+
+def test_one_noisy_hold_does_not_flip_a_thp_target_to_sampling() -> None:
+    base = ReadCosts(pages=THP_4G, full_resident=4 * GiB, full_cpu=0.002)
+    # one full read measured at 6 ms (noise) against a probe that says ~1 ms: read in full
+    # again to confirm, rather than sample for good
+    once = record_hold(base, 0.006)
+    assert once.hold == 0.006
+    assert _plan(4 * GiB, once) == ("full", "cheaper")
+    # the next read measured 0.8 ms: the lower median of the two stands under the budget
+    twice = record_hold(once, 0.0008)
+    assert twice.hold == 0.0008 and _plan(4 * GiB, twice) == ("full", "cheaper")
+    # one outlier in three reads is outvoted; two of three over the budget decide
+    steady = record_hold(record_hold(twice, 0.0009), 0.0061)
+    assert steady.holds == (0.0008, 0.0009, 0.0061) and _plan(4 * GiB, steady)[0] == "full"
+    over = record_hold(steady, 0.0062)
+    assert over.holds == (0.0009, 0.0061, 0.0062)
+    assert _plan(4 * GiB, over) == ("sampled", "hold")
 
 
 # --- the probe on a fixture root ------------------------------------------------------
