@@ -14,9 +14,10 @@ from numa_exporter.model.page_sizes import MappingPages, PageShape, walk_hold
 from numa_exporter.parsers.kpageflags import parse_kpageflags
 from numa_exporter.parsers.pid_maps import parse_maps_range
 from numa_exporter.parsers.pid_pagemap import parse_pid_pagemap
+from numa_exporter.parsers.pid_pagemap_scan import parse_pagemap_scan
 from numa_exporter.readers.page_sizes import probe_page_sizes
 from numa_exporter.sources.errors import Gone
-from numa_exporter.sources.procfs import ProcFS
+from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -55,6 +56,16 @@ def test_kpageflags_tells_thp_and_hugetlb_from_small_pages() -> None:
     assert [f.huge for f in got.entries] == [True, True, True, False]
     assert [f.thp for f in got.entries] == [True, True, False, False]
     assert got.entries[2].hugetlb and got.error_count == 1
+
+
+def test_pagemap_scan_regions_tell_huge_present_pages() -> None:
+    thp = struct.pack("<3Q", 0x40000000, 0x40001000, (1 << 6) | (1 << 3))  # HUGE|PRESENT
+    small = struct.pack("<3Q", 0x50000000, 0x50001000, 1 << 3)
+    empty = struct.pack("<3Q", 0x60001000, 0x60001000, 1 << 6)  # end <= start
+    got = parse_pagemap_scan(thp + small + empty + b"\x00" * 5)
+    assert [(r.start, r.present, r.huge) for r in got.regions] == [
+        (0x40000000, True, True), (0x50000000, True, False)]
+    assert got.error_count == 2
 
 
 def test_maps_range_is_total() -> None:
@@ -214,6 +225,27 @@ def test_a_short_or_hostile_pagemap_is_counted(tmp_path: Path) -> None:
     shape, problem = probe_page_sizes(proc.process(pid), proc, 72 * MiB, 5.0, page_size=PAGE)
     assert problem is None and all(m.huge == 0 for m in shape.mappings)
     assert shape.errors == 1 + sum(m.probes for m in shape.mappings)
+
+
+def test_pagemap_scan_is_preferred_where_the_kernel_has_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # frames hidden (no CAP_SYS_ADMIN) and no kpageflags: the ioctl's categories still
+    # tell the huge mapping from the small one
+    proc, pid = _root(tmp_path, pfn_hidden=True, kpageflags=False)
+    asked: list[int] = []
+
+    def scan(self: object, pages: list[int], page_size: int) -> list[bytes]:
+        asked.extend(pages)
+        return [struct.pack("<3Q", p * page_size, (p + 1) * page_size,
+                            (1 << 3) | (1 << 6 if BIG[0] <= p * page_size < BIG[1] else 0))
+                for p in pages]
+
+    monkeypatch.setattr(ProcessFiles, "pagemap_scan", scan)
+    shape, problem = probe_page_sizes(proc.process(pid), proc, 72 * MiB, 5.0, page_size=PAGE)
+    assert problem is None and shape.errors == 1  # the malformed maps line
+    big, small = shape.mappings
+    assert big.huge == big.probes and small.huge == 0
+    assert len(asked) == big.probes + small.probes
 
 
 def test_a_gone_process_raises_gone(tmp_path: Path) -> None:

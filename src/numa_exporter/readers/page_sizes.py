@@ -1,14 +1,18 @@
 """Page-size probe: how much of a process's largest mappings huge pages back, read from a
-few dozen pages (``maps`` for the mappings, ``pagemap`` for each probed page's frame,
-``kpageflags`` for that frame's flags), never by a walk of a whole mapping.
+few dozen pages, never by a walk of a whole mapping. ``maps`` gives the mappings (no page
+walk); then, for each probed page:
 
-Each ``pagemap`` read of one entry walks that one page's table entry under the mmap lock;
-``maps`` walks no page table. The model's :func:`numa_exporter.model.page_sizes.walk_hold`
+* where the kernel has the ``PAGEMAP_SCAN`` ioctl (6.7+), its ``PAGE_IS_HUGE`` category: a
+  PMD-mapped THP or a hugetlb page, exactly what makes a ``numa_maps`` walk take one step
+  for the whole huge page; any reader that may open ``pagemap`` gets it;
+* else its ``pagemap`` entry's frame and that frame's ``kpageflags`` (KPF_THP, KPF_HUGE).
+  Without CAP_SYS_ADMIN the kernel hides frames (PFNs read 0, kpageflags cannot be opened):
+  every page counts small, which is the estimate without a probe, and the reason is
+  returned for the caller to say once.
+
+Each ioctl or ``pagemap`` read covers one page: the kernel walks that one page's table
+entry under the mmap lock. The model's :func:`numa_exporter.model.page_sizes.walk_hold`
 turns the result into the estimated longest lock hold of a full ``numa_maps`` read.
-
-Without CAP_SYS_ADMIN the kernel hides page frames (pagemap PFNs read 0, kpageflags cannot
-be opened): every page counts as small, which is the estimate without a probe, and the
-reason is returned for the caller to say once.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from numa_exporter.model.page_sizes import MappingPages, PageShape
 from numa_exporter.parsers.kpageflags import parse_kpageflags
 from numa_exporter.parsers.pid_maps import parse_maps_range
 from numa_exporter.parsers.pid_pagemap import parse_pid_pagemap
+from numa_exporter.parsers.pid_pagemap_scan import parse_pagemap_scan
 from numa_exporter.readers.sampled_placement import maps_lines
 from numa_exporter.sources.errors import Denied, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
@@ -81,6 +86,60 @@ def _aligned(records: Sequence[bytes], n: int) -> bytes:
                                                                *[b""] * (n - len(records))])
 
 
+def _scanned(files: ProcessFiles, pages: list[int], page_size: int
+             ) -> tuple[list[bool], int] | None:
+    """Return whether each page is huge by the PAGEMAP_SCAN ioctl, and the malformed
+    answers; None where the ioctl is not supported."""
+    records = files.pagemap_scan(pages, page_size)
+    if records is None:
+        return None
+    huge: list[bool] = []
+    errors = 0
+    for raw in records:
+        got = parse_pagemap_scan(raw)
+        errors += got.error_count
+        huge.append(any(r.huge and r.present for r in got.regions))
+    return huge + [False] * (len(pages) - len(huge)), errors
+
+
+def _flagged(files: ProcessFiles, proc: ProcFS, pages: list[int]
+             ) -> tuple[list[bool], int, SourceError | None]:
+    """Return whether each page is huge by its pagemap PFN's kpageflags, the malformed or
+    short entries, and why frames could not be seen (None when they could)."""
+    records = files.pagemap(pages)
+    errors = sum(1 for r in records if len(r) != 8)  # short: past the end, counted small
+    got = parse_pid_pagemap(_aligned(records, len(pages)))
+    errors += got.error_count
+    pfns = sorted({e.pfn for e in got.entries if e.pfn is not None})
+    problem: SourceError | None = None
+    huge_pfns: set[int] = set()
+    if pfns:
+        try:
+            got_flags = proc.kpageflags(pfns)
+            errors += sum(1 for r in got_flags if len(r) != 8)
+            flags = parse_kpageflags(_aligned(got_flags, len(pfns)))
+        except SourceError as err:  # absent, denied or failing: every page counts small
+            problem = err
+        else:
+            errors += flags.error_count
+            huge_pfns = {p for p, f in zip(pfns, flags.entries, strict=True) if f.huge}
+    elif any(e.present for e in got.entries):
+        problem = Denied("pagemap", f"{files.path}/pagemap",
+                         OSError(1, "page frames hidden (needs CAP_SYS_ADMIN)"))
+    return [e.pfn in huge_pfns for e in got.entries], errors, problem
+
+
+def _huge_pages(files: ProcessFiles, proc: ProcFS, pages: list[int], page_size: int
+                ) -> tuple[list[bool], int, SourceError | None]:
+    """Return whether each page is huge, the malformed answers and why page sizes could
+    not be seen: by PAGEMAP_SCAN where the kernel has it (6.7+; no privilege needed),
+    else by pagemap and kpageflags (CAP_SYS_ADMIN)."""
+    scanned = _scanned(files, pages, page_size)
+    if scanned is not None:
+        return scanned[0], scanned[1], None
+    return _flagged(files, proc, pages)
+
+
 def probe_page_sizes(files: ProcessFiles, proc: ProcFS, resident: int, now: float, *,
                      page_size: int, rng: random.Random | None = None,
                      check: Callable[[], None] | None = None
@@ -99,32 +158,9 @@ def probe_page_sizes(files: ProcessFiles, proc: ProcFS, resident: int, now: floa
         rest = max(rest, resident)
     pages = _pages(ranges, page_size, rng)
     flat = [p for group in pages for p in group]
-    records = files.pagemap(flat)
-    errors += sum(1 for r in records if len(r) != 8)  # short: past the end, counted small
-    got = parse_pid_pagemap(_aligned(records, len(flat)))
-    pfns = sorted({e.pfn for e in got.entries if e.pfn is not None})
-    problem: SourceError | None = None
-    huge_pfns: set[int] = set()
-    if pfns:
-        try:
-            got_flags = proc.kpageflags(pfns)
-            errors += sum(1 for r in got_flags if len(r) != 8)
-            flags = parse_kpageflags(_aligned(got_flags, len(pfns)))
-        except SourceError as err:  # absent, denied or failing: every page counts small
-            problem = err
-        else:
-            errors += flags.error_count
-            huge_pfns = {p for p, f in zip(pfns, flags.entries, strict=True) if f.huge}
-    elif any(e.present for e in got.entries):
-        problem = Denied("pagemap", f"{files.path}/pagemap",
-                         OSError(1, "page frames hidden (needs CAP_SYS_ADMIN)"))
-    it = iter(got.entries)
-    probed = []
-    for (s, e), group in zip(ranges, pages, strict=True):
-        huge = 0
-        for _ in group:
-            entry = next(it, None)
-            if entry is not None and entry.pfn in huge_pfns:
-                huge += 1
-        probed.append(MappingPages(e - s, len(group), huge))
+    huge, errs, problem = _huge_pages(files, proc, flat, page_size)
+    errors += errs
+    it = iter(huge)
+    probed = [MappingPages(e - s, len(group), sum(1 for _ in group if next(it)))
+              for (s, e), group in zip(ranges, pages, strict=True)]
     return PageShape(tuple(probed), rest, resident, now, errors), problem

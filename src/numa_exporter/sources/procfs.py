@@ -9,6 +9,7 @@ from pathlib import Path
 
 from numa_exporter.sources.errors import Absent, Gone, classify
 from numa_exporter.sources.files import read_optional, read_records, read_small, stream_chunks
+from numa_exporter.sources.pagemap_scan import scan_pages
 from numa_exporter.sources.process_fds import DeviceFd, is_live_procfs, open_device_files
 
 
@@ -167,6 +168,17 @@ class ProcessFiles:
         """
         try:
             return read_records(f"{self._mm_dir}/pagemap", "pagemap", [p * 8 for p in pages])
+        except Gone as err:
+            raise self._gone_or_absent(err) from err
+
+    def pagemap_scan(self, pages: Sequence[int], page_size: int) -> list[bytes] | None:
+        """Return the ``PAGEMAP_SCAN`` answer for each virtual page number in ``pages`` (one
+        ioctl each), or None where the kernel or the file has no such ioctl.
+
+        An absent pagemap while the process's directory is there raises Absent, not Gone.
+        """
+        try:
+            return scan_pages(f"{self._mm_dir}/pagemap", pages, page_size)
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
