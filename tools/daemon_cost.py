@@ -122,11 +122,16 @@ def main(shape: str, scans: int = 10, extra: tuple[str, ...] = ()) -> None:
         r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         ns = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) / 5
         last = _scans(log)[n1 - 1]
+        huge = 0  # AnonHugePages of the target (read after the window: smaps walks it all)
+        for line in Path(f"/proc/{tgt.pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("AnonHugePages:"):
+                huge = int(line.split()[1]) << 10
         print(json.dumps({
             "shape": shape, "extra": list(extra),
             "daemon_cpu_ms_per_scan": round(cpu * 1e3, 2),
             "numastat_cpu_ms": round(ns * 1e3, 2),
             "ratio": round(cpu / ns, 2) if ns else None,
+            "target_anon_huge_bytes": huge,
             "last_scan": {k: v for k, v in last.items() if k == "seconds" or k.startswith(
                 ("cpu_", "processes", "kept", "pending"))},
         }))
