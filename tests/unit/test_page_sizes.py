@@ -68,6 +68,23 @@ def test_pagemap_scan_regions_tell_huge_present_pages() -> None:
     assert got.error_count == 2
 
 
+CAPTURES = Path(__file__).resolve().parent.parent / "fixtures" / "page_sizes"
+
+
+@pytest.mark.parametrize(("name", "huge"), [("thp", True), ("small", False)])
+def test_real_captures_tell_thp_from_small_pages(name: str, huge: bool) -> None:
+    entries = parse_pid_pagemap((CAPTURES / f"{name}.pagemap").read_bytes())
+    assert entries.error_count == 0 and len(entries.entries) == 16
+    assert all(e.present and e.pfn is not None for e in entries.entries)
+    flags = parse_kpageflags((CAPTURES / f"{name}.kpageflags").read_bytes())
+    assert [f.huge for f in flags.entries] == [huge] * 16
+    assert [f.thp for f in flags.entries] == [huge] * 16
+    regions = parse_pagemap_scan((CAPTURES / f"{name}.pagemap_scan").read_bytes())
+    assert regions.error_count == 0
+    assert [(r.present, r.huge, r.end - r.start) for r in regions.regions] == [
+        (True, huge, PAGE)] * 16
+
+
 def test_maps_range_is_total() -> None:
     assert parse_maps_range(b"7f00-7f10 rw-p 0 00:00 0\n") == (0x7F00, 0x7F10)
     for bad in (b"", b"zz-7f rw-p", b"7f10-7f00 rw-p 0 00:00 0", b"7f00-7f10", b"\xff" * 40):
