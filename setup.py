@@ -1,4 +1,5 @@
-"""Optional compiled numa_maps scanner; without a C compiler the pure-Python one is used.
+"""Optional compiled numa_maps scanner and sampled-placement loops; without a C compiler the
+pure-Python ones are used.
 
 With NUMA_EXPORTER_REQUIRE_COMPILED=1 in the environment the scanner is required: a build
 that cannot compile it fails instead of falling back to the slower pure-Python scanner (the
@@ -18,6 +19,12 @@ setup(
             ["src/numa_exporter/parsers/_numa_maps_fast.c"],
             extra_compile_args=["-O2"],
             optional=not REQUIRED,
-        )
+        ),
+        Extension(
+            "numa_exporter.readers._sampled_fast",
+            ["src/numa_exporter/readers/_sampled_fast.c"],
+            extra_compile_args=["-O2", "-ffp-contract=off"],
+            optional=not REQUIRED,
+        ),
     ]
 )

@@ -1,10 +1,11 @@
-"""``python -m benchmarks [daemon|interference|sampled] ...``: see benchmarks/README.md."""
+"""``python -m benchmarks [daemon|interference|sampled|guest] ...``: see benchmarks/README.md."""
 
 import sys
 
-from benchmarks import daemon, interference, run, sampled
+from benchmarks import daemon, guest, interference, run, sampled
 
-COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main}
+COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main,
+            "guest": guest.main}
 
 if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
     sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))

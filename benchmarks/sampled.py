@@ -5,6 +5,7 @@
                                        [--out benchmarks/results/sampled.json]
                                        [--reader-fifo] [--no-idle] [--batch N]
                                        [--pause-ms MS]
+    .venv/bin/python -m benchmarks sampled --cost [...]   CPU per shape: sampled_cost.py
 
 For each size the latency target of benchmarks/targets.py maps that many GiB of anonymous
 memory in 4 KiB pages (MADV_NOHUGEPAGE, every page written) and then loops mmap/write/munmap
@@ -43,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks import sampled_cost
 from benchmarks.rounds import spread, timed_rounds
 from benchmarks.targets import Target, available_bytes, start_target
 from numa_exporter.parsers.numa_maps import Kind, parse_numa_maps
@@ -222,6 +224,9 @@ def table(results: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if "--cost" in args:  # CPU per shape: benchmarks/sampled_cost.py
+        return sampled_cost.main([a for a in args if a != "--cost"])
     ap = argparse.ArgumentParser(prog="python -m benchmarks sampled",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="4,16", help="target sizes in GiB, comma-separated")

@@ -155,6 +155,7 @@ def test_build_context_holds_what_the_wheel_needs() -> None:
 
 SCANNER_SOURCE = "numa_exporter/parsers/_numa_maps_fast.c"
 SCANNER_IN_WHEEL = re.compile(r"numa_exporter/parsers/_numa_maps_fast\.cpython-3\d+-[^/]+\.so")
+SAMPLER_IN_WHEEL = re.compile(r"numa_exporter/readers/_sampled_fast\.cpython-3\d+-[^/]+\.so")
 
 
 def _context_copy(dest: Path) -> None:
@@ -226,6 +227,9 @@ def test_wheel_ships_the_compiled_scanner(built_wheel: tuple[Path, Path]) -> Non
         compiled = [n for n in z.namelist() if SCANNER_IN_WHEEL.fullmatch(n)]
     assert compiled, f"{wheel.name} lacks the compiled numa_maps scanner"
     assert not wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        sampler = [n for n in z.namelist() if SAMPLER_IN_WHEEL.fullmatch(n)]
+    assert sampler, f"{wheel.name} lacks the compiled sampled-placement loops"
 
 
 def test_builder_fails_rather_than_ship_the_fallback(tmp_path: Path) -> None:

@@ -166,14 +166,15 @@ def test_a_maps_text_is_parsed_once_while_it_does_not_change(
     monkeypatch.setattr(sp, "parse_pid_maps", counting)
     text = (b"7f0000000000-7f0040000000 rw-p 00000000 00:00 0 \n"
             b"7f0040000000-7f0040001000 ---p 00000000 00:00 0 \n")
-    cache = sp.FrameCache(max_text=1 << 10)
-    a = cache.frame(7, [text[:30], text[30:]], 4096, ())
-    b = cache.frame(7, [text], 4096, ())
+    cache = sp.FrameCache(max_text=1 << 10)  # the cache, on the pure-Python parse
+    a = cache.frame(7, [text[:30], text[30:]], 4096, (), compiled=False)
+    b = cache.frame(7, [text], 4096, (), compiled=False)
     assert b is a and len(calls) == 1
     assert (a.largest_mapping, a.mappings) == (1 << 30, 2)
     grown = text.replace(b"7f0040000000 rw-p", b"7f0080000000 rw-p")
-    c = cache.frame(7, [grown], 4096, ())  # the text changed: parsed again
+    c = cache.frame(7, [grown], 4096, (), compiled=False)  # the text changed: parsed again
     assert len(calls) == 2 and c.largest_mapping == 2 << 30
-    cache.frame(7, [grown * 20], 4096, ())  # above max_text: parsed, streamed, not kept
-    cache.frame(7, [grown * 20], 4096, ())
+    # above max_text: parsed, streamed, not kept
+    cache.frame(7, [grown * 20], 4096, (), compiled=False)
+    cache.frame(7, [grown * 20], 4096, (), compiled=False)
     assert len(calls) == 4

@@ -35,13 +35,19 @@ MAX_SKIP_SCANS = 64  # even the largest process is read exactly at least this of
 #: A reader's measured cost stands while the resident size stays within this factor of the
 #: size it was measured at; past it, the measurement is stale and is redone.
 STALE_FACTOR = 1.5
-#: CPU seconds per page query of the sampled reader before one was measured (move_pages in
-#: batches of 256 through ctypes, the drawing and the tally: ~1.5 us measured on x86_64).
-DEFAULT_QUERY_SECONDS = 2.0e-6
-#: CPU seconds per line of ``maps`` the sampled reader parses before it queries a page
-#: (~5.6 us measured on x86_64 with 20,000 mappings): its fixed cost, which grows with the
-#: mapping count while a full read's grows with resident pages.
-DEFAULT_MAPS_LINE_SECONDS = 6.0e-6
+#: CPU seconds per page query of the sampled reader before one was measured: the drawing,
+#: one move_pages call per 256 pages and the tally, in the compiled extension
+#: (readers/_sampled_fast.c), mostly the kernel's own move_pages work. Measured with
+#: `python -m benchmarks sampled --cost --rounds 15` (2-core x86_64 VM, kernel 6.x): medians
+#: 0.26 us (THP, hugetlb), 0.42-0.48 us (1 GiB of 4 KiB pages), 0.72 us (60,000 mappings);
+#: the highest is taken. The pure-Python fallback measured 0.9-1.4 us; a process's own
+#: measured sampled read replaces this value.
+DEFAULT_QUERY_SECONDS = 0.75e-6
+#: CPU seconds per line of ``maps`` the sampled reader reads and parses before it queries a
+#: page: its fixed cost, which grows with the mapping count while a full read's grows with
+#: resident pages. Same benchmark: 0.30 us a line with 60,000 mappings, compiled (0.22 us of
+#: it the kernel writing the text, 0.07 us the parse); the pure-Python fallback 4.5-5.0 us.
+DEFAULT_MAPS_LINE_SECONDS = 0.35e-6
 #: Pages a sampled read queries at the default precision when every page is resident.
 TYPICAL_QUERIES = 10_600
 #: Fewest pages a sampled read may query, whatever the full read costs (one batch).
@@ -50,6 +56,13 @@ MIN_QUERIES = 256
 #: read slowed by noise (thread CPU of a ``read()`` only grows with cache misses, SMT
 #: neighbours and interrupt time charged to it) does not decide alone.
 HOLDS_KEPT = 3
+#: The share of a full read's estimated CPU a sampled read may spend. At the default
+#: precision (9,604 resident samples) a sampled read of ~1 GiB costs about what the full
+#: read does, so spending all of it buys precision at no saving; and both estimates carry
+#: noise (the per-GiB rate is rounded up, a query costs 0.26-0.72 us by shape). Half keeps
+#: the sampled reader the cheaper one where the hold budget chose it; what precision that
+#: costs is exported (numa_process_remote_ratio_stderr).
+SAMPLED_SHARE = 0.5
 
 Method = Literal["full", "sampled"]
 #: Why the method was chosen: ``hold`` (the full read's longest lock hold is over the
@@ -166,8 +179,9 @@ def estimate_hold(costs: ReadCosts, resident_bytes: int,
 
 
 def query_budget(full_seconds: float, costs: ReadCosts) -> int:
-    """Return the pages a sampled read may query so that it costs at most what the full
-    read is estimated to (``full_seconds`` of CPU), at least :data:`MIN_QUERIES`.
+    """Return the pages a sampled read may query so that it costs at most
+    :data:`SAMPLED_SHARE` of what the full read is estimated to (``full_seconds`` of CPU),
+    at least :data:`MIN_QUERIES`.
 
     The fixed part, parsing ``maps``, is taken off first (so a process of many mappings
     gets fewer queries); the cost per query is what the last sampled read measured beyond
@@ -177,7 +191,7 @@ def query_budget(full_seconds: float, costs: ReadCosts) -> int:
     per = DEFAULT_QUERY_SECONDS
     if costs.sampled_cpu is not None and costs.sampled_queries > 0:
         per = max((costs.sampled_cpu - fixed) / costs.sampled_queries, DEFAULT_QUERY_SECONDS / 4)
-    return max(MIN_QUERIES, int(max(full_seconds - fixed, 0.0) / per))
+    return max(MIN_QUERIES, int(max(full_seconds * SAMPLED_SHARE - fixed, 0.0) / per))
 
 
 def estimate_sampled_seconds(costs: ReadCosts) -> float:

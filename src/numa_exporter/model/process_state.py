@@ -33,6 +33,9 @@ class ProcessState:
     threads: dict[int, ThreadReading] = field(default_factory=dict)
     # threads read so far in a pass stopped at a deadline, by tid (the next read resumes)
     threads_partial: dict[int, ThreadReading] = field(default_factory=dict)
+    # the process's CPU clock (ns) read just before ``threads`` was read in full; None:
+    # unknown (no clock, or a pass resumed after a deadline)
+    threads_clock: int | None = None
     migrated: ThreadSum | None = None
     denied: bool = False
     last: ProcessSample | None = None  # the last sample served for the process

@@ -38,9 +38,11 @@ import bisect
 import errno
 import math
 import random
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import Protocol
 
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import SHMEM_PREFIXES, Kind, fold_nodes
@@ -102,27 +104,47 @@ def sampleable(entry: MapsEntry,
 
 @dataclass(frozen=True, slots=True)
 class Stratum:
-    """The virtual pages of one kind: page-aligned [start, end) ranges and their page count."""
+    """The virtual pages of one kind: page-aligned ranges, each given by its start and by the
+    pages before it (``cumulative``: one entry per range, then the total), and the bytes of
+    its largest range. Both sequences are ``array('Q')`` as the readers build them."""
 
     kind: Kind
-    ranges: tuple[tuple[int, int], ...]
+    starts: Sequence[int]
+    cumulative: Sequence[int]
     page_size: int
-    cumulative: tuple[int, ...]  # pages before each range, then the total
+    largest: int = 0
 
     @property
     def pages(self) -> int:
         """Return the number of virtual pages in the stratum."""
         return self.cumulative[-1] if self.cumulative else 0
 
+    @property
+    def ranges(self) -> tuple[tuple[int, int], ...]:
+        """Return the [start, end) byte ranges of the stratum, in order."""
+        c, ps = self.cumulative, self.page_size
+        return tuple((a, a + (c[i + 1] - c[i]) * ps) for i, a in enumerate(self.starts))
+
     def address(self, index: int) -> int:
         """Return the address of the stratum's ``index``-th page (0 <= index < pages)."""
         r = bisect.bisect_right(self.cumulative, index) - 1
-        return self.ranges[r][0] + (index - self.cumulative[r]) * self.page_size
+        return self.starts[r] + (index - self.cumulative[r]) * self.page_size
 
     def all_addresses(self) -> Iterable[int]:
         """Yield the address of every page of the stratum, in order."""
         for start, end in self.ranges:
             yield from range(start, end, self.page_size)
+
+
+def make_stratum(kind: Kind, ranges: Sequence[tuple[int, int]], page_size: int) -> Stratum:
+    """Return the stratum of page-aligned [start, end) ranges (each non-empty), in order."""
+    starts = array("Q", (a for a, _ in ranges))
+    cum = array("Q", [0])
+    largest = 0
+    for start, end in ranges:
+        cum.append(cum[-1] + (end - start) // page_size)
+        largest = max(largest, end - start)
+    return Stratum(kind, starts, cum, page_size, largest)
 
 
 def build_strata(entries: Iterable[MapsEntry], page_size: int,
@@ -137,13 +159,7 @@ def build_strata(entries: Iterable[MapsEntry], page_size: int,
         end = -(-e.end // page_size) * page_size
         if end > start:
             ranges.setdefault(mapping_kind(e, hugetlbfs_mounts), []).append((start, end))
-    out: dict[Kind, Stratum] = {}
-    for kind, rs in ranges.items():
-        cum = [0]
-        for start, end in rs:
-            cum.append(cum[-1] + (end - start) // page_size)
-        out[kind] = Stratum(kind, tuple(rs), page_size, tuple(cum))
-    return out
+    return {kind: make_stratum(kind, rs, page_size) for kind, rs in ranges.items()}
 
 
 def status_totals(status: PidStatus) -> dict[Kind, int]:
@@ -241,13 +257,17 @@ class PlacementEstimate:
 
 
 @dataclass
-class _Tally:
+class Tally:
+    """The statuses of a stratum's queried pages: how many queried, resident (on a node),
+    other (neither a node nor not-resident), and resident pages per node."""
+
     queried: int = 0
     resident: int = 0
     other: int = 0
     nodes: dict[int, int] = field(default_factory=dict)
 
     def add(self, statuses: Iterable[int]) -> None:
+        """Count the statuses of a batch of queried pages."""
         for st in statuses:
             self.queried += 1
             if 0 <= st <= MAX_NODE_ID:
@@ -255,6 +275,57 @@ class _Tally:
                 self.nodes[st] = self.nodes.get(st, 0) + 1
             elif st not in _NOT_RESIDENT:
                 self.other += 1
+
+    def add_counts(self, queried: int, resident: int, other: int,
+                   nodes: Iterable[tuple[int, int]]) -> None:
+        """Count a batch already tallied: pages queried, resident, other, (node, pages)."""
+        self.queried += queried
+        self.resident += resident
+        self.other += other
+        for n, c in nodes:
+            self.nodes[n] = self.nodes.get(n, 0) + c
+
+
+class PageSampler(Protocol):
+    """Draws a stratum's page addresses and queries and tallies them in batches: the inner
+    loops of :func:`estimate_placement`, pure-Python (:class:`QuerySampler`) or compiled."""
+
+    def every_page(self, stratum: Stratum) -> Sequence[int]:
+        """Return the address of every page of ``stratum``, in order."""
+
+    def draw(self, stratum: Stratum, n: int, rng: random.Random) -> Sequence[int]:
+        """Return ``n`` addresses drawn as :func:`draw_addresses` draws them, sorted."""
+
+    def tally(self, addresses: Sequence[int], lo: int, hi: int, into: Tally) -> None:
+        """Query ``addresses[lo:hi]`` (one batch) and count their statuses ``into``."""
+
+
+def draw_addresses(stratum: Stratum, n: int, rng: random.Random) -> list[int]:
+    """Return ``n`` page addresses drawn uniformly (with replacement) over the stratum's
+    virtual pages, sorted."""
+    rand, pages, addr = rng.random, stratum.pages, stratum.address
+    # int(random() * pages) is uniform to within 2^-53 for the <= 2^52 pages of any
+    # address space, and three times cheaper than randrange().
+    return sorted(addr(int(rand() * pages)) for _ in range(n))
+
+
+class QuerySampler:
+    """The pure-Python :class:`PageSampler` over a page query function."""
+
+    def __init__(self, query: PageQuery) -> None:
+        self.query = query
+
+    def every_page(self, stratum: Stratum) -> Sequence[int]:
+        """Return the address of every page of ``stratum``, in order."""
+        return list(stratum.all_addresses())
+
+    def draw(self, stratum: Stratum, n: int, rng: random.Random) -> Sequence[int]:
+        """Return ``n`` sorted addresses (:func:`draw_addresses`)."""
+        return draw_addresses(stratum, n, rng)
+
+    def tally(self, addresses: Sequence[int], lo: int, hi: int, into: Tally) -> None:
+        """Query ``addresses[lo:hi]`` and count their statuses ``into``."""
+        into.add(_query(self.query, addresses[lo:hi]))
 
 
 def _nothing() -> None:
@@ -267,7 +338,7 @@ def largest_mapping(strata: dict[Kind, Stratum]) -> int:
     A range is one mapping that can hold pages; its virtual size bounds its resident bytes,
     and so the walk of it a full numa_maps read makes under one mmap-lock hold.
     """
-    return max((end - start for s in strata.values() for start, end in s.ranges), default=0)
+    return max((s.largest for s in strata.values()), default=0)
 
 
 def _query(query: PageQuery, addresses: Sequence[int]) -> Sequence[int]:
@@ -281,7 +352,7 @@ def _query(query: PageQuery, addresses: Sequence[int]) -> Sequence[int]:
 def estimate_placement(
     strata: dict[Kind, Stratum],
     totals: dict[Kind, int],
-    query: PageQuery,
+    query: PageQuery | None,
     *,
     target_error: float = DEFAULT_TARGET_ERROR,
     confidence: float = DEFAULT_CONFIDENCE,
@@ -289,31 +360,38 @@ def estimate_placement(
     census_pages: int = DEFAULT_CENSUS_PAGES,
     max_queries: int | None = None,
     between: Callable[[], None] | None = None,
+    sampler: PageSampler | None = None,
 ) -> PlacementEstimate:
     """Return the placement estimate of one process.
 
     ``strata``: from :func:`build_strata`; ``totals``: resident bytes per kind
     (:func:`status_totals`); ``query``: the page query of that process (raises what it
-    raises: Gone, Denied, ...). ``max_queries`` bounds the pages queried in sampled strata
-    (default, and at most, ``DEFAULT_BUDGET_FACTOR`` times the sample size); census strata
-    are not counted against it. ``between`` is called before each batch of queries (it
+    raises: Gone, Denied, ...), or None when ``sampler`` is given: it draws, queries and
+    tallies instead (the compiled loops; same results for the same ``rng``).
+    ``max_queries`` bounds the pages queried in sampled strata (default, and at most,
+    ``DEFAULT_BUDGET_FACTOR`` times the sample size); census strata are not counted
+    against it. ``between`` is called before each batch of queries (it
     raises to give the estimate up, e.g. at a scan's deadline).
     """
     rng = rng if rng is not None else random.Random()
+    if sampler is None:
+        if query is None:
+            raise ValueError("estimate_placement needs a query or a sampler")
+        sampler = QuerySampler(query)
     m = sample_size(target_error, confidence)
     budget = DEFAULT_BUDGET_FACTOR * m
     if max_queries is not None:
         budget = min(budget, max(max_queries, 0))
     check = between or _nothing
-    tallies: dict[Kind, _Tally] = {}
+    tallies: dict[Kind, Tally] = {}
     census: set[Kind] = set()
     for kind, s in strata.items():
         if s.pages <= census_pages:
-            t = _Tally()
-            addrs = list(s.all_addresses())
+            t = Tally()
+            addrs = sampler.every_page(s)
             for i in range(0, len(addrs), _BATCH):
                 check()
-                t.add(_query(query, addrs[i:i + _BATCH]))
+                sampler.tally(addrs, i, min(i + _BATCH, len(addrs)), t)
             tallies[kind] = t
             census.add(kind)
     page = next(iter(strata.values())).page_size if strata else 4096
@@ -347,7 +425,7 @@ def estimate_placement(
     used = 0
     exhausted = False
     for k in quota:
-        tallies[k] = _Tally()
+        tallies[k] = Tally()
     pending = list(quota)
     while pending:
         nxt: list[Kind] = []
@@ -362,14 +440,10 @@ def estimate_placement(
                 continue
             frac = (t.resident + 1) / (t.queried + 1)
             n = min(max(16, math.ceil(need / frac * 1.1)), 4096, left)
-            s = strata[k]
-            rand, pages, addr = rng.random, s.pages, s.address
-            # int(random() * pages) is uniform to within 2^-53 for the <= 2^52 pages of
-            # any address space, and three times cheaper than randrange().
-            addrs = sorted(addr(int(rand() * pages)) for _ in range(n))
+            addrs = sampler.draw(strata[k], n, rng)
             for i in range(0, n, _BATCH):
                 check()
-                t.add(_query(query, addrs[i:i + _BATCH]))
+                sampler.tally(addrs, i, min(i + _BATCH, n), t)
             used += n
             nxt.append(k)
         pending = nxt
@@ -377,7 +451,7 @@ def estimate_placement(
     results: list[StratumResult] = []
     unsampled = orphan
     for kind, s in strata.items():
-        t = tallies.get(kind, _Tally())
+        t = tallies.get(kind, Tally())
         if kind in census:
             b = t.resident * page
             for n, c in t.nodes.items():

@@ -23,6 +23,7 @@ class ErrorReporter:
         self.parse_errors: dict[str, int] = {}
         self.read_errors: dict[tuple[str, str], int] = {}
         self._logged: set[tuple[object, ...]] = set()
+        self.count = 0  # errors counted so far, of every kind (what a caller compares)
 
     def once(self, *key: object) -> bool:
         """Return True the first time ``key`` is seen (for log-once messages)."""
@@ -36,6 +37,7 @@ class ErrorReporter:
     def parse(self, source: str, detail: str, count: int = 1, **fields: object) -> None:
         """Count ``count`` malformed lines or files of ``source``; log once per detail."""
         self.parse_errors[source] = self.parse_errors.get(source, 0) + count
+        self.count += count
         if self.once("parse", source, detail):
             log.warning("malformed input", source=source, file=detail, **fields)
 
@@ -44,6 +46,7 @@ class ErrorReporter:
         per file, a file absent from live processes once per kind of file."""
         k = (err.source, err.reason)
         self.read_errors[k] = self.read_errors.get(k, 0) + 1
+        self.count += 1
         if isinstance(err, Gone):
             log.debug("file vanished", source=err.source, file=err.path)
             return
@@ -65,6 +68,7 @@ class ErrorReporter:
         """Count an unexpected exception while handling ``source`` input; log it once."""
         k = (source, "error")
         self.read_errors[k] = self.read_errors.get(k, 0) + 1
+        self.count += 1
         if self.once("bug", source, type(exc).__name__, str(exc)[:200]):
             log.error("unexpected error; input skipped, scan goes on", source=source,
                       file=where, error=f"{type(exc).__name__}: {exc}"[:500], exc_info=exc)

@@ -29,7 +29,9 @@ from numa_exporter.model.sampling import (
     DEFAULT_CENSUS_PAGES,
     DEFAULT_CONFIDENCE,
     DEFAULT_TARGET_ERROR,
+    PageSampler,
     PlacementEstimate,
+    QuerySampler,
     Stratum,
     build_strata,
     estimate_placement,
@@ -39,6 +41,7 @@ from numa_exporter.model.sampling import (
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
+from numa_exporter.readers import sampled_compiled, sampled_sparse
 from numa_exporter.sources.errors import ReadFailed, SourceError
 from numa_exporter.sources.move_pages import MovePages, Unsupported
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
@@ -87,9 +90,10 @@ class FrameCache:
         self._frames: dict[int, tuple[bytes, Frame]] = {}
 
     def frame(self, pid: int, chunks: Iterable[bytes], page_size: int,
-              hugetlbfs_mounts: tuple[str, ...]) -> Frame:
+              hugetlbfs_mounts: tuple[str, ...], compiled: bool = True) -> Frame:
         """Return the frame of the maps text of ``pid`` given in ``chunks``: the kept one
-        when the text is the same, else parsed (and kept when it is small enough)."""
+        when the text is the same, else parsed (and kept when it is small enough);
+        ``compiled``: parse with the extension where it is built."""
         it = iter(chunks)
         head: list[bytes] = []
         size = 0
@@ -97,12 +101,13 @@ class FrameCache:
             head.append(chunk)
             size += len(chunk)
             if size > self.max_text:  # too big to keep: parse it as it streams
-                return _parse(itertools.chain(head, it), page_size, hugetlbfs_mounts)
+                return _parse(itertools.chain(head, it), page_size, hugetlbfs_mounts,
+                              compiled)
         text = b"".join(head)
         kept = self._frames.get(pid)
         if kept is not None and kept[0] == text:
             return kept[1]
-        got = _parse((text,), page_size, hugetlbfs_mounts)
+        got = _parse((text,), page_size, hugetlbfs_mounts, compiled)
         if self.max_entries > 0:
             if pid not in self._frames and len(self._frames) >= self.max_entries:
                 del self._frames[next(iter(self._frames))]  # the oldest
@@ -113,12 +118,28 @@ class FrameCache:
 FRAMES = FrameCache()
 
 
-def _parse(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...]
-           ) -> Frame:
-    """Return the frame of a maps text given in chunks."""
+def _parse(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...],
+           compiled: bool = True) -> Frame:
+    """Return the frame of a maps text given in chunks (with the extension where it is
+    built and ``compiled`` is True: the same frame, at a fraction of the cost)."""
+    if compiled and sampled_compiled.COMPILED:
+        strata, errors, mappings = sampled_compiled.parse_frame(chunks, page_size,
+                                                                hugetlbfs_mounts)
+        return Frame(strata, errors, largest_mapping(strata), mappings)
     maps = parse_pid_maps(_lines(chunks))
     strata = build_strata(maps.entries, page_size, hugetlbfs_mounts)
     return Frame(strata, maps.error_count, largest_mapping(strata), len(maps.entries))
+
+
+def page_sampler(move_pages: MovePages, pid: int, compiled: bool = True) -> PageSampler:
+    """Return the page sampler of process ``pid``: the extension's where it is built, the
+    system call number is known, ``move_pages`` queries as :class:`MovePages` does (a
+    subclass with a query of its own keeps it) and ``compiled`` is True; else the
+    pure-Python one over ``move_pages.query``."""
+    if (compiled and sampled_compiled.COMPILED and move_pages.number is not None
+            and type(move_pages).query is MovePages.query):
+        return sampled_compiled.CompiledSampler(move_pages, pid)
+    return QuerySampler(move_pages.for_pid(pid))
 
 
 def default_move_pages() -> MovePages:
@@ -192,6 +213,8 @@ def read_sampled(
     hugetlbfs_mounts: tuple[str, ...] = DEFAULT_HUGETLBFS_MOUNTS,
     between: Callable[[], None] | None = None,
     frames: FrameCache | None = FRAMES,
+    compiled: bool = True,
+    narrow: bool = True,
 ) -> PlacementEstimate:
     """Return the sampled placement of one process.
 
@@ -201,7 +224,11 @@ def read_sampled(
     ``max_queries`` bounds the pages queried (the scan sizes it to the full read's cost);
     ``between`` is called before each move_pages batch and may raise to give the read up.
     ``frames`` keeps each pid's parsed maps while its text does not change (None: parse
-    every time). Matches ``scan/process.py``'s ``SampledReader`` protocol.
+    every time). ``compiled``: parse maps, draw and query with the extension where it is
+    built (the same estimate for the same ``rng``; False: the pure-Python path). ``narrow``:
+    draw a sparse stratum's pages from its present runs (``readers/sampled_sparse.py``,
+    PAGEMAP_SCAN where the kernel has it). Matches
+    ``scan/process.py``'s ``SampledReader`` protocol.
     """
     try:
         mp = move_pages or default_move_pages()
@@ -210,15 +237,20 @@ def read_sampled(
                          OSError(errno.ENOSYS, str(exc))) from exc
     size = page_size or os.sysconf("SC_PAGE_SIZE")
     if frames is None:
-        frame = _parse(files.maps(), size, hugetlbfs_mounts)
+        frame = _parse(files.maps(), size, hugetlbfs_mounts, compiled)
     else:
-        frame = frames.frame(files.pid, files.maps(), size, hugetlbfs_mounts)
+        frame = frames.frame(files.pid, files.maps(), size, hugetlbfs_mounts, compiled)
+    totals = status_totals(status)
     strata = frame.strata
+    if narrow:
+        strata = sampled_sparse.narrowed(files.mm_dir, strata, totals)
+    sampler = page_sampler(mp, files.mm_pid, compiled)
     try:
         est = estimate_placement(
             strata,
-            status_totals(status),
-            mp.for_pid(files.mm_pid),
+            totals,
+            None,
+            sampler=sampler,
             target_error=target_error,
             confidence=confidence,
             rng=rng,

@@ -52,6 +52,7 @@ from numa_exporter.readers.process_files import (
 )
 from numa_exporter.readers.threads import SchedGate, Unfinished, read_threads
 from numa_exporter.scan.select import Candidate, texts
+from numa_exporter.sources.cpu_clock import ProcessCpuClock
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.process_fds import Stopped
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
@@ -145,6 +146,15 @@ class Placement:
     mappings: int = 0  # mappings read (numa_maps lines)
 
 
+def unchanged(st: ProcessState, clock: int | None) -> bool:
+    """Return whether the process's last complete thread reading still stands: its CPU
+    clock has not moved since just before that reading (no thread was on a CPU since, so
+    none started, ran, moved or exited) and no thread was then waiting for a CPU (a queued
+    thread can be moved to another CPU's queue without running)."""
+    return (clock is not None and clock == st.threads_clock and bool(st.threads)
+            and not st.threads_partial and not any(t.runnable for t in st.threads.values()))
+
+
 class ProcessReader:
     """Reads one process in stages; shares the scanner's error reporter, process table and
     accelerator map."""
@@ -155,7 +165,8 @@ class ProcessReader:
                  sampled: SampledReader | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time,
-                 cpu: Callable[[], float] = time.thread_time) -> None:
+                 cpu: Callable[[], float] = time.thread_time,
+                 cpu_clock: Callable[[int], int | None] | None = None) -> None:
         self.config = config
         self.errors = errors
         self.table = table
@@ -167,6 +178,8 @@ class ProcessReader:
         self.clock = clock
         self.wall = wall
         self.cpu = cpu  # the reading thread's CPU time: what each read costs
+        # a process's CPU clock by pid (ns; None: unknown): unchanged means no thread ran
+        self.cpu_clock = cpu_clock if cpu_clock is not None else ProcessCpuClock(proc.root).read
         self._btime: int | None = None
         # the scan's Kubernetes look-ups (set by the scanner for one scan; None: off)
         self.kube: KubernetesScan | None = None
@@ -185,18 +198,26 @@ class ProcessReader:
         read goes on from there.
         """
         self.gate.faults = self.config.enabled("tiers")
+        clock = self.process_clock(files.pid)
+        resumed = bool(st.threads_partial)
         try:
-            threads: list[ThreadReading] | None = read_threads(
-                files, st.threads, self.errors.parse, self.gate, stop=stop,
-                done=st.threads_partial)
+            threads: list[ThreadReading] | None
+            if unchanged(st, clock):
+                threads = list(st.threads.values())  # no thread was on a CPU since
+            else:
+                threads = read_threads(files, st.threads, self.errors.parse, self.gate,
+                                       stop=stop, done=st.threads_partial)
         except Unfinished as part:
             st.threads_partial = part.readings
+            st.threads_clock = None
             raise Abandoned from None
         except Gone:
             raise
         except SourceError as err:
             self.errors.read(err)
             threads = None
+        # a resumed pass mixes readings from before this clock reading: not a baseline
+        st.threads_clock = clock if threads is not None and not resumed else None
         st.threads_partial = {}
         node_of_cpu = self.topology().node_of_cpu()
         by_node: dict[int, int] = {}
@@ -222,6 +243,14 @@ class ProcessReader:
                 st.migrated = advance(st.migrated or ThreadSum(), now,
                                       frozenset(t.tid for t in threads))
         return threads, weights, by_node
+
+    def process_clock(self, pid: int) -> int | None:
+        """Return process ``pid``'s CPU clock in ns (None: unknown; an error is counted)."""
+        try:
+            return self.cpu_clock(pid)
+        except SourceError as err:
+            self.errors.read(err)
+            return None
 
     # --- stage 2: placement --------------------------------------------------------------
     def over(self, deadline: float | None, stop: threading.Event | None) -> Callable[[], bool]:

@@ -56,7 +56,7 @@ from numa_exporter.scan.process import (
     ProcessReader,
     SampledReader,
 )
-from numa_exporter.scan.select import Candidate, new_states, select
+from numa_exporter.scan.select import Candidate, ScreenMemo, new_states, select
 from numa_exporter.scan.stages import StageTimer
 from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied, Gone, SourceError
@@ -113,6 +113,7 @@ class Scanner:
         self.topology = empty_topology()
         self.kube = KubernetesReader(RootFS(config.roots.rootfs, config.kubelet_root_dir))
         self.kubernetes_view = KubernetesView()  # of the last scan (or sample_one)
+        self.screened = ScreenMemo()  # processes screened out, while they have not run
         self.reader = ProcessReader(config, self.errors, self.table, self.accel,
                                     lambda: self.topology, self.proc, placement, sampled,
                                     clock, wall)
@@ -357,7 +358,8 @@ class Scanner:
             cands: list[Candidate] = []
             try:
                 cands, listed = select(self.proc, cfg, self.errors, self.state.pending, states,
-                                       no_hugetlb_in_use(system))
+                                       no_hugetlb_in_use(system), self.screened,
+                                       self.reader.cpu_clock)
             except SourceError as err:
                 self.errors.read(err)
             except Exception as exc:

@@ -4,12 +4,21 @@ Every pid is screened from two lines of its ``status`` (VmRSS + HugetlbPages aga
 ``--process.min-resident``; the full parse only for those that pass), then by the
 include/exclude patterns; the ``--process.top`` largest are kept, the processes left over by
 the last scan go first, and each candidate's ``stat`` gives its identity (start time).
+
+A process screened out stays out, without a file read, while its CPU clock
+(:mod:`numa_exporter.sources.cpu_clock`) has not moved (:class:`ScreenMemo`): what screening
+looks at changes only when one of its threads runs. Its name (``prctl``, ``exec``, or a
+write to its own ``comm``: the kernel refuses other writers), its command line (its own
+memory) and its resident size (it grows by the process's own faults; reclaim only shrinks
+it) all need the process on a CPU. (Another process writing into it through
+``process_vm_writev`` or ptrace can fault pages in without it running; such a process is
+screened again the next time it runs.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from numa_exporter.config import Config
 from numa_exporter.model.process_state import ProcessKey
@@ -52,6 +61,23 @@ class Candidate:
     def resident(self) -> int:
         """Return VmRSS + HugetlbPages (hugetlb pages are not in VmRSS) in bytes."""
         return (self.status.vm_rss or 0) + (self.status.hugetlb or 0)
+
+
+@dataclass(slots=True)
+class ScreenMemo:
+    """The processes screened out, by pid, with their CPU clock (ns) when they were: a
+    verdict stands while the clock has not moved and the config is the one it was made
+    under. Only decisions are kept (a name, a size, a kernel thread), never an error."""
+
+    config: Config | None = None
+    # pid -> (CPU clock in ns, whether the verdict counts as skipped: a kernel thread not)
+    out: dict[int, tuple[int, bool]] = field(default_factory=dict)
+
+    def begin(self, config: Config) -> None:
+        """Forget every verdict made under another config."""
+        if self.config is not config:
+            self.out.clear()
+            self.config = config
 
 
 def texts(files: ProcessFiles, comm: str) -> tuple[str, str]:
@@ -140,16 +166,36 @@ def _without_leader(files: ProcessFiles, pid: int, config: Config, errors: Error
 
 
 def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequence[int],
-           states: dict[str, int], statm: bool = False
+           states: dict[str, int], statm: bool = False, memo: ScreenMemo | None = None,
+           clock: Callable[[int], int | None] | None = None
            ) -> tuple[list[Candidate], frozenset[int]]:
     """Return the candidates in reading order (each with its stat read) and every pid listed.
 
-    ``statm``: no hugetlb page is in use on the host (see :func:`screen`). Raises the
-    SourceError of listing the procfs root.
+    ``statm``: no hugetlb page is in use on the host (see :func:`screen`). ``memo`` and
+    ``clock`` (a process's CPU clock by pid; None: unknown, and a SourceError is counted)
+    skip the screening of processes screened out before that have not run since. Raises
+    the SourceError of listing the procfs root.
     """
     out: list[Candidate] = []
     pids = proc.pids()
+    if memo is not None:
+        memo.begin(config)
+    known = memo.out if memo is not None else {}
+    still: dict[int, tuple[int, bool]] = {}
     for pid in pids:
+        ns: int | None = None
+        if clock is not None and memo is not None:
+            try:
+                ns = clock(pid)
+            except SourceError as err:
+                errors.read(err)
+            verdict = known.get(pid)
+            if ns is not None and verdict is not None and verdict[0] == ns:
+                still[pid] = verdict
+                states["skipped"] += verdict[1]
+                continue
+        before = (errors.count, states["gone"], states["denied"])
+        skipped = states["skipped"]
         try:
             cand = screen(proc, pid, config, errors, states, statm)
         except Exception as exc:  # one bad file costs one process, never the scan
@@ -158,6 +204,10 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
             continue
         if cand is not None:
             out.append(cand)
+        elif ns is not None and before == (errors.count, states["gone"], states["denied"]):
+            still[pid] = (ns, states["skipped"] > skipped)  # a decision, not an error
+    if memo is not None:
+        memo.out = still
     out.sort(key=lambda c: (-c.resident, c.pid))
     if config.top and len(out) > config.top:
         states["skipped"] += len(out) - config.top

@@ -143,21 +143,30 @@ class MovePages:
         out: list[int] = []
         where = f"move_pages({pid})"
         for i in range(0, len(addresses), self.batch):
-            if self.pause_s:
-                wait = self._last_end + self.pause_s - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
+            self.pace()
             chunk = addresses[i:i + self.batch]
             n = len(chunk)
             pages = (ctypes.c_void_p * n)(*chunk)
             status = (ctypes.c_int * n)(*([-errno.EINVAL] * n))
             ctypes.set_errno(0)
             rc = self._call(pid, pages, status, n)
-            self._last_end = time.monotonic()
+            self.called()
             if rc < 0:
                 raise classify_errno(ctypes.get_errno(), where)
             out.extend(status)
         return out
+
+    def pace(self) -> None:
+        """Sleep until ``pause_s`` has passed since the last system call returned (callers
+        that make the system call themselves, the compiled sampler, call this first)."""
+        if self.pause_s:
+            wait = self._last_end + self.pause_s - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+
+    def called(self) -> None:
+        """Note that a system call of this entry point has just returned."""
+        self._last_end = time.monotonic()
 
     def for_pid(self, pid: int) -> QueryFn:
         """Return a query function bound to ``pid``."""

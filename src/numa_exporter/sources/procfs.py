@@ -113,6 +113,11 @@ class ProcessFiles:
         return ProcessFiles(self._dir, self.pid, tid)
 
     @property
+    def mm_dir(self) -> str:
+        """Return the folder the memory-wide files are read from (``pagemap`` included)."""
+        return self._mm_dir
+
+    @property
     def mm_pid(self) -> int:
         """Return the id that names the process's memory to system calls (move_pages):
         the live thread's for a zombie leader, whose own task has no memory left."""

@@ -1,0 +1,574 @@
+/*
+ * Compiled inner loops of the sampled placement reader (readers/sampled_placement.py).
+ *
+ * The pure-Python path (parsers/pid_maps.py, model/sampling.py, sources/move_pages.py) is the
+ * reference; each function here gives exactly what it gives, so that an estimate is the same
+ * for the same seed whichever path ran (tests/unit/test_sampled_fast.py holds them together):
+ *
+ *   maps_frame(text, page_size, classify, max_entries, bases)
+ *       -> (mappings, errors, [(starts, cumulative, largest_pages) or None per kind code 0..3],
+ *           [kind codes in the order of their first range])
+ *     Reads the lines of a maps text with the grammar of pid_maps._LINE_RE. classify(raw_path)
+ *     -> kind code 0..3, or -1 when the mapping holds no pages numa_maps counts; it is called
+ *     for accessible mappings only, once per distinct path text that is not in a small cache.
+ *     starts: page-aligned range starts, cumulative: pages before each range then the total,
+ *     counted from bases[kind] (a text read in pieces continues the counts of the piece
+ *     before), both packed native uint64 (array('Q') bytes).
+ *   draw(state, starts, cumulative, page_size, n) -> (state, addresses)
+ *     n page addresses drawn uniformly over the stratum with the Mersenne Twister of
+ *     random.Random (state: the 625 words of getstate()[1]), exactly as
+ *     sorted(address(int(rng.random() * pages)) for _ in range(n)); sorted, packed uint64.
+ *   pages(starts, cumulative, page_size) -> addresses   every page of a stratum, in order.
+ *   query(nr, pid, addresses, lo, hi, max_node) -> (errno, queried, resident, other, nodes)
+ *     One move_pages(2) system call in query mode (nodes NULL: nothing moves) for
+ *     addresses[lo:hi] (at most 256), and its tally: resident = statuses 0..max_node,
+ *     other = statuses other than a node, -ENOENT or -EFAULT, nodes = [(node, count)].
+ *     errno is 0 on success (then the counts are set), else the call's errno.
+ *
+ * Bounded work: every loop is bounded by the input's size or a capped argument; no buffer
+ * that Python owns is freed or kept.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define MT_N 624
+#define MT_M 397
+#define MAX_DRAW (1 << 22)
+#define MAX_PAGES_OUT (1 << 22)
+#define MAX_QUERY 256
+#define NKIND 4
+#define CACHE 1024
+
+/* ---- growable uint64 arrays ---- */
+
+typedef struct {
+    uint64_t *v;
+    Py_ssize_t n, cap;
+} vec_t;
+
+static int vec_push(vec_t *a, uint64_t x) {
+    if (a->n == a->cap) {
+        Py_ssize_t cap = a->cap ? a->cap * 2 : 64;
+        uint64_t *v = PyMem_Realloc(a->v, (size_t)cap * sizeof(uint64_t));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+/* ---- maps grammar ---- */
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Read 1..maxd lowercase hex digits at *p (< e); set *out; advance. 0 ok, -1 malformed. */
+static int read_hex(const char **p, const char *e, int maxd, uint64_t *out) {
+    const char *s = *p;
+    uint64_t v = 0;
+    int d = 0;
+    while (s < e && hexval(*s) >= 0) {
+        if (++d > maxd)
+            return -1;
+        v = (v << 4) | (uint64_t)hexval(*s);
+        s++;
+    }
+    if (d == 0)
+        return -1;
+    *p = s;
+    *out = v;
+    return 0;
+}
+
+static int is_space(char c) {  /* bytes.strip()'s whitespace */
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
+}
+
+/* Parse one line [s, e) (no newline). 1: a mapping (start, end, accessible, path [ps, pe)),
+ * 0: malformed. */
+static int parse_line(const char *s, const char *e, uint64_t *start, uint64_t *end,
+                      int *accessible, const char **ps, const char **pe) {
+    const char *p = s;
+    uint64_t tmp;
+    if (read_hex(&p, e, 16, start) < 0 || p >= e || *p++ != '-')
+        return 0;
+    if (read_hex(&p, e, 16, end) < 0 || p >= e || *p++ != ' ')
+        return 0;
+    if (e - p < 5)
+        return 0;
+    if ((p[0] != 'r' && p[0] != '-') || (p[1] != 'w' && p[1] != '-') ||
+        (p[2] != 'x' && p[2] != '-') || (p[3] != 'p' && p[3] != 's') || p[4] != ' ')
+        return 0;
+    *accessible = !(p[0] == '-' && p[1] == '-' && p[2] == '-');
+    p += 5;
+    if (read_hex(&p, e, 16, &tmp) < 0 || p >= e || *p++ != ' ')
+        return 0;
+    if (read_hex(&p, e, 8, &tmp) < 0 || p >= e || *p++ != ':')
+        return 0;
+    if (read_hex(&p, e, 8, &tmp) < 0 || p >= e || *p++ != ' ')
+        return 0;
+    int d = 0;
+    while (p < e && *p >= '0' && *p <= '9') {
+        if (++d > 20)
+            return 0;
+        p++;
+    }
+    if (d == 0)
+        return 0;
+    if (p == e) {
+        *ps = *pe = NULL;
+    } else {
+        if (*p != ' ')
+            return 0;
+        while (p < e && *p == ' ')
+            p++;
+        *ps = p;
+        *pe = e;
+    }
+    if (*end <= *start)
+        return 0;
+    return 1;
+}
+
+typedef struct {
+    const char *p;
+    Py_ssize_t len;
+    uint64_t hash;
+    int code;
+    int used;
+} centry_t;
+
+static uint64_t fnv(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* Return the kind code of a path (cached by its text); -2 on a Python error. */
+static int kind_of(centry_t *cache, PyObject *classify, const char *p, Py_ssize_t n) {
+    uint64_t h = fnv(p, n);
+    centry_t *c = &cache[h % CACHE];
+    if (c->used && c->hash == h && c->len == n && memcmp(c->p, p, (size_t)n) == 0)
+        return c->code;
+    PyObject *raw = PyBytes_FromStringAndSize(p, n);
+    if (raw == NULL)
+        return -2;
+    PyObject *r = PyObject_CallOneArg(classify, raw);
+    Py_DECREF(raw);
+    if (r == NULL)
+        return -2;
+    long code = PyLong_AsLong(r);
+    Py_DECREF(r);
+    if (code == -1 && PyErr_Occurred())
+        return -2;
+    if (code < -1 || code >= NKIND) {
+        PyErr_SetString(PyExc_ValueError, "classify returned no kind code");
+        return -2;
+    }
+    c->p = p;
+    c->len = n;
+    c->hash = h;
+    c->code = (int)code;
+    c->used = 1;
+    return (int)code;
+}
+
+static PyObject *maps_frame(PyObject *self, PyObject *args) {
+    Py_buffer text;
+    unsigned long long page;
+    PyObject *classify;
+    Py_ssize_t max_entries;
+    unsigned long long base[NKIND];
+    if (!PyArg_ParseTuple(args, "y*KOn(KKKK)", &text, &page, &classify, &max_entries,
+                          &base[0], &base[1], &base[2], &base[3]))
+        return NULL;
+    PyObject *result = NULL;
+    vec_t starts[NKIND] = {{0}}, cum[NKIND] = {{0}};
+    uint64_t largest[NKIND] = {0};
+    int order[NKIND], norder = 0;
+    centry_t *cache = NULL;
+    if (page == 0 || (page & (page - 1)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "page size must be a power of two");
+        goto done;
+    }
+    cache = PyMem_Calloc(CACHE, sizeof(centry_t));
+    if (cache == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    const char *t = text.buf, *end = t + text.len;
+    Py_ssize_t mappings = 0, errors = 0;
+    while (t < end) {
+        const char *nl = memchr(t, '\n', (size_t)(end - t));
+        const char *le = nl ? nl : end;
+        const char *s = t;
+        t = nl ? nl + 1 : end;
+        int blank = 1;
+        for (const char *q = s; q < le; q++)
+            if (!is_space(*q)) {
+                blank = 0;
+                break;
+            }
+        if (blank)
+            continue;
+        uint64_t a, b;
+        int acc;
+        const char *ps, *pe;
+        if (!parse_line(s, le, &a, &b, &acc, &ps, &pe)) {
+            errors++;
+            continue;
+        }
+        if (mappings >= max_entries)
+            continue;
+        mappings++;
+        if (!acc)
+            continue;
+        int code = kind_of(cache, classify, ps ? ps : "", ps ? pe - ps : 0);
+        if (code == -2)
+            goto done;
+        if (code < 0)
+            continue;
+        uint64_t lo = a - a % page, span = b - lo;
+        uint64_t pages = span / page + (span % page != 0);
+        if (cum[code].n == 0) {
+            if (vec_push(&cum[code], base[code]) < 0)
+                goto done;
+            order[norder++] = code;
+        }
+        if (vec_push(&starts[code], lo) < 0 ||
+            vec_push(&cum[code], cum[code].v[cum[code].n - 1] + pages) < 0)
+            goto done;
+        if (pages > largest[code])
+            largest[code] = pages;
+    }
+    PyObject *kinds = PyList_New(NKIND);
+    if (kinds == NULL)
+        goto done;
+    for (int k = 0; k < NKIND; k++) {
+        PyObject *item;
+        if (starts[k].n == 0) {
+            item = Py_NewRef(Py_None);
+        } else {
+            item = Py_BuildValue("(y#y#K)", (const char *)starts[k].v,
+                                 starts[k].n * (Py_ssize_t)sizeof(uint64_t),
+                                 (const char *)cum[k].v,
+                                 cum[k].n * (Py_ssize_t)sizeof(uint64_t),
+                                 (unsigned long long)largest[k]);
+            if (item == NULL) {
+                Py_DECREF(kinds);
+                goto done;
+            }
+        }
+        PyList_SET_ITEM(kinds, k, item);
+    }
+    PyObject *first = PyList_New(norder);
+    if (first == NULL) {
+        Py_DECREF(kinds);
+        goto done;
+    }
+    for (int i = 0; i < norder; i++)
+        PyList_SET_ITEM(first, i, PyLong_FromLong(order[i]));
+    result = Py_BuildValue("(nnNN)", mappings, errors, kinds, first);
+done:
+    for (int k = 0; k < NKIND; k++) {
+        PyMem_Free(starts[k].v);
+        PyMem_Free(cum[k].v);
+    }
+    PyMem_Free(cache);
+    PyBuffer_Release(&text);
+    return result;
+}
+
+/* ---- strata ---- */
+
+typedef struct {
+    Py_buffer sb, cb;
+    const uint64_t *starts, *cum;
+    Py_ssize_t nr; /* ranges */
+} strat_t;
+
+static int strat_open(strat_t *s, PyObject *starts, PyObject *cum) {
+    memset(s, 0, sizeof(*s));
+    if (PyObject_GetBuffer(starts, &s->sb, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(cum, &s->cb, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&s->sb);
+        return -1;
+    }
+    if (s->sb.len % 8 || s->cb.len % 8 || s->cb.len != s->sb.len + 8 || s->sb.len == 0) {
+        PyBuffer_Release(&s->sb);
+        PyBuffer_Release(&s->cb);
+        PyErr_SetString(PyExc_ValueError, "starts and cumulative do not fit together");
+        return -1;
+    }
+    s->starts = s->sb.buf;
+    s->cum = s->cb.buf;
+    s->nr = s->sb.len / 8;
+    return 0;
+}
+
+static void strat_close(strat_t *s) {
+    PyBuffer_Release(&s->sb);
+    PyBuffer_Release(&s->cb);
+}
+
+/* bisect_right(cum, idx) - 1 over cum[0..nr] (cum[0] = 0 <= idx < cum[nr]). */
+static Py_ssize_t range_of(const strat_t *s, uint64_t idx) {
+    Py_ssize_t lo = 0, hi = s->nr + 1;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (idx < s->cum[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo - 1;
+}
+
+/* ---- CPython's Mersenne Twister (Modules/_randommodule.c) ---- */
+
+typedef struct {
+    uint32_t mt[MT_N];
+    int index;
+} mt_t;
+
+static uint32_t genrand(mt_t *r) {
+    static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
+    uint32_t y, *mt = r->mt;
+    if (r->index >= MT_N) {
+        int kk;
+        for (kk = 0; kk < MT_N - MT_M; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + MT_M] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        for (; kk < MT_N - 1; kk++) {
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
+            mt[kk] = mt[kk + (MT_M - MT_N)] ^ (y >> 1) ^ mag01[y & 0x1U];
+        }
+        y = (mt[MT_N - 1] & 0x80000000U) | (mt[0] & 0x7fffffffU);
+        mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
+        r->index = 0;
+    }
+    y = mt[r->index++];
+    y ^= (y >> 11);
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= (y >> 18);
+    return y;
+}
+
+static double random_double(mt_t *r) {
+    uint32_t a = genrand(r) >> 5, b = genrand(r) >> 6;
+    return ((double)a * 67108864.0 + (double)b) * (1.0 / 9007199254740992.0);
+}
+
+static int mt_from(mt_t *r, PyObject *state) {
+    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != MT_N + 1) {
+        PyErr_SetString(PyExc_ValueError, "state must be random.Random's 625 words");
+        return -1;
+    }
+    for (int i = 0; i < MT_N; i++) {
+        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, i));
+        if (v == (unsigned long)-1 && PyErr_Occurred())
+            return -1;
+        r->mt[i] = (uint32_t)v;
+    }
+    long idx = PyLong_AsLong(PyTuple_GET_ITEM(state, MT_N));
+    if (idx == -1 && PyErr_Occurred())
+        return -1;
+    if (idx < 0 || idx > MT_N) {
+        PyErr_SetString(PyExc_ValueError, "state index out of range");
+        return -1;
+    }
+    r->index = (int)idx;
+    return 0;
+}
+
+static PyObject *mt_to(const mt_t *r) {
+    PyObject *t = PyTuple_New(MT_N + 1);
+    if (t == NULL)
+        return NULL;
+    for (int i = 0; i <= MT_N; i++) {
+        PyObject *v = i < MT_N ? PyLong_FromUnsignedLong(r->mt[i]) : PyLong_FromLong(r->index);
+        if (v == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *draw(PyObject *self, PyObject *args) {
+    PyObject *state, *starts, *cum;
+    unsigned long long page;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OOOKn", &state, &starts, &cum, &page, &n))
+        return NULL;
+    if (n < 0 || n > MAX_DRAW) {
+        PyErr_SetString(PyExc_ValueError, "n out of range");
+        return NULL;
+    }
+    mt_t r;
+    if (mt_from(&r, state) < 0)
+        return NULL;
+    strat_t s;
+    if (strat_open(&s, starts, cum) < 0)
+        return NULL;
+    PyObject *out = NULL, *st = NULL;
+    uint64_t total = s.cum[s.nr];
+    if (total == 0 || total > (1ULL << 53)) {
+        PyErr_SetString(PyExc_ValueError, "a stratum needs 1 to 2**53 pages");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (out == NULL)
+        goto done;
+    uint64_t *a = (uint64_t *)PyBytes_AS_STRING(out);
+    double pages = (double)total;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        volatile double x = random_double(&r) * pages; /* one rounding, as in Python */
+        uint64_t idx = (uint64_t)x;
+        Py_ssize_t k = range_of(&s, idx);
+        a[i] = s.starts[k] + (idx - s.cum[k]) * page;
+    }
+    qsort(a, (size_t)n, sizeof(uint64_t), cmp_u64);
+    st = mt_to(&r);
+    if (st == NULL)
+        Py_CLEAR(out);
+done:
+    strat_close(&s);
+    if (out == NULL) {
+        Py_XDECREF(st);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", st, out);
+}
+
+static PyObject *pages(PyObject *self, PyObject *args) {
+    PyObject *starts, *cum;
+    unsigned long long page;
+    if (!PyArg_ParseTuple(args, "OOK", &starts, &cum, &page))
+        return NULL;
+    strat_t s;
+    if (strat_open(&s, starts, cum) < 0)
+        return NULL;
+    PyObject *out = NULL;
+    uint64_t total = s.cum[s.nr];
+    if (total > MAX_PAGES_OUT) {
+        PyErr_SetString(PyExc_ValueError, "too many pages to list");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total * 8);
+    if (out == NULL)
+        goto done;
+    uint64_t *a = (uint64_t *)PyBytes_AS_STRING(out);
+    Py_ssize_t j = 0;
+    for (Py_ssize_t k = 0; k < s.nr; k++)
+        for (uint64_t i = 0; i < s.cum[k + 1] - s.cum[k] && (uint64_t)j < total; i++)
+            a[j++] = s.starts[k] + i * page;
+done:
+    strat_close(&s);
+    return out;
+}
+
+/* ---- move_pages ---- */
+
+static PyObject *query(PyObject *self, PyObject *args) {
+    long nr;
+    int pid, max_node;
+    Py_buffer buf;
+    Py_ssize_t lo, hi;
+    if (!PyArg_ParseTuple(args, "liy*nni", &nr, &pid, &buf, &lo, &hi, &max_node))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t count = buf.len / 8;
+    if (lo < 0 || hi < lo || hi > count || hi - lo > MAX_QUERY || max_node < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad query range");
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    int n = (int)(hi - lo);
+    void *pg[MAX_QUERY];
+    int status[MAX_QUERY];
+    const uint64_t *addr = (const uint64_t *)buf.buf + lo;
+    for (int i = 0; i < n; i++) {
+        pg[i] = (void *)(uintptr_t)addr[i];
+        status[i] = -EINVAL;
+    }
+    long rc;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    errno = 0;
+    rc = syscall(nr, (long)pid, (unsigned long)n, pg, NULL, status, 0L);
+    if (rc < 0)
+        err = errno ? errno : EINVAL;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    if (rc < 0)
+        return Py_BuildValue("(iiii[])", err, 0, 0, 0);
+    int resident = 0, other = 0;
+    int nodes[MAX_QUERY], counts[MAX_QUERY], nn = 0;
+    for (int i = 0; i < n; i++) {
+        int st = status[i];
+        if (st >= 0 && st <= max_node) {
+            resident++;
+            int j = 0;
+            while (j < nn && nodes[j] != st)
+                j++;
+            if (j == nn) {
+                nodes[nn] = st;
+                counts[nn++] = 0;
+            }
+            counts[j]++;
+        } else if (st != -ENOENT && st != -EFAULT) {
+            other++;
+        }
+    }
+    PyObject *lst = PyList_New(nn);
+    if (lst == NULL)
+        return NULL;
+    for (int j = 0; j < nn; j++) {
+        PyObject *t = Py_BuildValue("(ii)", nodes[j], counts[j]);
+        if (t == NULL) {
+            Py_DECREF(lst);
+            return NULL;
+        }
+        PyList_SET_ITEM(lst, j, t);
+    }
+    result = Py_BuildValue("(iiiiN)", 0, n, resident, other, lst);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"maps_frame", maps_frame, METH_VARARGS, "Parse a maps text into sampling strata."},
+    {"draw", draw, METH_VARARGS, "Draw n sorted page addresses of a stratum."},
+    {"pages", pages, METH_VARARGS, "Every page address of a stratum."},
+    {"query", query, METH_VARARGS, "One move_pages query of up to 256 pages, tallied."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_sampled_fast", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__sampled_fast(void) { return PyModule_Create(&module); }

@@ -1,0 +1,168 @@
+"""The compiled inner loops of the sampled reader, where the package was built with them.
+
+``_sampled_fast`` (a C extension, optional like the numa_maps scanner) parses ``maps`` into
+strata, draws page addresses with ``random.Random``'s own generator and makes the
+``move_pages`` calls and their tally, one call per batch. The pure-Python path
+(``parsers/pid_maps.py``, ``model/sampling.py``, ``sources/move_pages.py``) is the reference:
+for the same maps text, random state and page statuses both give the same frame and the same
+estimate, so the compiled path only changes the cost. A mapping's path is still classified
+by the reference code (:func:`path_kind`), once per distinct path text.
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+from collections.abc import Iterable, Sequence
+
+from numa_exporter.model.sampling import Stratum, Tally, draw_addresses, sampleable
+from numa_exporter.parsers.cpulist import MAX_NODE_ID
+from numa_exporter.parsers.numa_maps import Kind
+from numa_exporter.parsers.pid_maps import MAX_ENTRIES, mapping_kind, parse_maps_line
+from numa_exporter.sources.move_pages import MovePages, classify_errno
+
+try:  # optional: `pip install .` without a compiler skips it
+    from numa_exporter.readers import _sampled_fast
+except ImportError:  # pragma: no cover - depends on the build
+    _sampled_fast = None  # type: ignore[assignment]
+
+COMPILED = _sampled_fast is not None
+#: Kind codes of the extension (index = code).
+KINDS = (Kind.ANON, Kind.FILE, Kind.SHMEM, Kind.HUGETLB)
+_CODE = {k: i for i, k in enumerate(KINDS)}
+#: Bytes of maps text parsed per call (whole lines): bounds what is held at once.
+PIECE = 256 << 10
+
+
+def _u64(raw: bytes) -> array[int]:
+    """Return packed native uint64 values as an ``array('Q')``."""
+    out = array("Q")
+    out.frombytes(raw)
+    return out
+
+
+def path_kind(raw: bytes, hugetlbfs_mounts: tuple[str, ...]) -> int:
+    """Return the kind code of an accessible mapping whose maps path column is ``raw``
+    (empty: anonymous), or -1 when it holds no pages numa_maps counts; decided by the
+    reference parser and :func:`model.sampling.sampleable` on a stand-in line."""
+    entry = parse_maps_line(b"0-1000 rw-p 00000000 00:00 0 " + raw)
+    if entry is None or not sampleable(entry, hugetlbfs_mounts):
+        return -1
+    return _CODE[mapping_kind(entry, hugetlbfs_mounts)]
+
+
+class CompiledFrame:
+    """The strata of one maps text parsed in pieces by the extension, and its counts."""
+
+    def __init__(self) -> None:
+        self.starts: dict[Kind, list[bytes]] = {}
+        self.cumulative: dict[Kind, list[bytes]] = {}
+        self.largest: dict[Kind, int] = {}
+        self.mappings = 0
+        self.errors = 0
+
+
+def parse_frame(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...]
+                ) -> tuple[dict[Kind, Stratum], int, int]:
+    """Return (strata in order of first appearance, malformed lines, mappings) of a maps
+    text given in chunks, as ``build_strata(parse_pid_maps(...).entries)`` gives them."""
+    assert _sampled_fast is not None
+    fast = _sampled_fast
+    mounts = hugetlbfs_mounts
+
+    def classify(raw: bytes) -> int:
+        return path_kind(raw, mounts)
+
+    f = CompiledFrame()
+    totals = [0, 0, 0, 0]
+    order: list[Kind] = []
+
+    def feed(text: bytes) -> None:
+        n, errs, kinds, first = fast.maps_frame(text, page_size, classify,
+                                                max(MAX_ENTRIES - f.mappings, 0),
+                                                (totals[0], totals[1], totals[2], totals[3]))
+        f.mappings += n
+        f.errors += errs
+        for code in first:
+            if KINDS[code] not in f.starts:
+                order.append(KINDS[code])
+        for code, got in enumerate(kinds):
+            if got is None:
+                continue
+            kind = KINDS[code]
+            starts, cum, largest = got
+            if kind not in f.starts:
+                f.starts[kind], f.cumulative[kind] = [], [cum[:8]]
+            f.starts[kind].append(starts)
+            f.cumulative[kind].append(cum[8:])
+            f.largest[kind] = max(f.largest.get(kind, 0), largest)
+            totals[code] = _u64(cum[-8:])[0]
+
+    rest = b""
+    buf: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        buf.append(chunk)
+        size += len(chunk)
+        if size >= PIECE:
+            text = rest + b"".join(buf)
+            cut = text.rfind(b"\n") + 1
+            feed(text[:cut])
+            rest, buf, size = text[cut:], [], 0
+    text = rest + b"".join(buf)
+    if text:
+        feed(text)
+    strata = {kind: Stratum(kind, _u64(b"".join(f.starts[kind])),
+                            _u64(b"".join(f.cumulative[kind])), page_size,
+                            f.largest[kind] * page_size)
+              for kind in order}
+    return strata, f.errors, f.mappings
+
+
+class CompiledSampler:
+    """The compiled :class:`model.sampling.PageSampler` of one process: draws with the
+    extension's copy of ``random.Random``'s generator (other generators are drawn in Python,
+    same result), queries and tallies one batch per call, paced like ``MovePages.query``."""
+
+    def __init__(self, move_pages: MovePages, pid: int) -> None:
+        if move_pages.number is None:
+            raise ValueError("the compiled sampler needs move_pages' system call number")
+        assert _sampled_fast is not None
+        self._fast = _sampled_fast
+        self.mp = move_pages
+        self.nr = move_pages.number
+        self.pid = pid
+        self.calls = 0  # move_pages system calls made
+
+    def every_page(self, stratum: Stratum) -> Sequence[int]:
+        """Return the address of every page of ``stratum``, in order."""
+        return _u64(self._fast.pages(_buf(stratum.starts), _buf(stratum.cumulative),
+                                     stratum.page_size))
+
+    def draw(self, stratum: Stratum, n: int, rng: random.Random) -> Sequence[int]:
+        """Return ``n`` sorted addresses, as ``model.sampling.draw_addresses`` draws them."""
+        if type(rng).random is not random.Random.random:
+            return array("Q", draw_addresses(stratum, n, rng))
+        version, internal, gauss = rng.getstate()
+        state, raw = self._fast.draw(internal, _buf(stratum.starts),
+                                     _buf(stratum.cumulative), stratum.page_size, n)
+        rng.setstate((version, state, gauss))
+        return _u64(raw)
+
+    def tally(self, addresses: Sequence[int], lo: int, hi: int, into: Tally) -> None:
+        """Query ``addresses[lo:hi]`` with one move_pages call and count the statuses."""
+        self.mp.pace()
+        err, queried, resident, other, nodes = self._fast.query(
+            self.nr, self.pid, _buf(addresses), lo, hi, MAX_NODE_ID)
+        self.mp.called()
+        self.calls += 1
+        if err:
+            raise classify_errno(err, f"move_pages({self.pid})")
+        into.add_counts(queried, resident, other, nodes)
+
+
+def _buf(values: Sequence[int]) -> array[int]:
+    """Return ``values`` as an ``array('Q')`` (itself when it is one)."""
+    if isinstance(values, array) and values.typecode == "Q":
+        return values
+    return array("Q", values)

@@ -1,0 +1,120 @@
+"""A process screened out stays out without its files being read while its CPU clock
+stands; a move of the clock, an error or a new config screens it again."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from tests.conftest import ROOTS
+
+from numa_exporter.config import Config
+from numa_exporter.roots import Roots
+from numa_exporter.scan.scanner import Scanner
+from numa_exporter.sources.errors import ReadFailed
+from numa_exporter.sources.procfs import ProcessFiles
+
+# two_node: 130, 139, 159, 168 numatouch (~257 MiB); 161 numatouch (928 KiB); 300 splitter;
+# 301 policies; 2 kthreadd (a kernel thread); 302 has no status file (an error each read)
+PIDS = (130, 139, 159, 161, 168, 2, 300, 301, 302, 303, 304)
+
+
+def _rename(proc: Path, pid: int, name: str) -> None:
+    status = proc / str(pid) / "status"
+    text = status.read_text().replace("Name:\tnumatouch", f"Name:\t{name}", 1)
+    status.unlink()  # the capture's files may be hard links shared with other tests
+    status.write_text(text)
+    stat = proc / str(pid) / "stat"
+    text = stat.read_text().replace("(numatouch)", f"({name})", 1)
+    stat.unlink()
+    stat.write_text(text)
+
+
+@pytest.fixture()
+def scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+         ) -> tuple[Scanner, dict[int, int], Path, list[int]]:
+    root = tmp_path / "root"
+    shutil.copytree(ROOTS / "two_node", root, symlinks=True)
+    cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0,
+                 include=re.compile("^splitter$"))
+    scanner = Scanner(cfg)
+    clocks = {pid: 1_000 + pid for pid in PIDS}
+    scanner.reader.cpu_clock = clocks.get
+    reads: list[int] = []
+    real = ProcessFiles.status
+
+    def spy(self: ProcessFiles) -> bytes:
+        reads.append(self.pid)
+        return real(self)
+
+    monkeypatch.setattr(ProcessFiles, "status", spy)
+    return scanner, clocks, root / "proc", reads
+
+
+def test_screened_out_processes_are_not_read_again_while_their_clock_stands(
+        scan: tuple[Scanner, dict[int, int], Path, list[int]]) -> None:
+    scanner, _clocks, _proc, reads = scan
+    first = scanner.scan()
+    assert [p.pid for p in first.processes] == [300]
+    assert {130, 139, 2} <= set(reads)
+    reads.clear()
+    second = scanner.scan()
+    assert [p.pid for p in second.processes] == [300]
+    # the candidate is screened again (its status feeds its sample); the file-less 302 is
+    # tried again (an error is never kept); nothing else is read
+    assert set(reads) == {300, 302}
+    # the states still partition the processes: a kept verdict counts as skipped again
+    assert second.stats.states == first.stats.states
+
+
+def test_a_process_that_ran_is_screened_again(
+        scan: tuple[Scanner, dict[int, int], Path, list[int]]) -> None:
+    scanner, clocks, proc, _reads = scan
+    scanner.scan()
+    _rename(proc, 139, "splitter")
+    assert [p.pid for p in scanner.scan().processes] == [300]  # its clock stands
+    clocks[139] += 1  # it ran (and renamed itself)
+    assert sorted(p.pid for p in scanner.scan().processes) == [139, 300]
+
+
+def test_without_a_clock_every_process_is_screened(
+        scan: tuple[Scanner, dict[int, int], Path, list[int]]) -> None:
+    scanner, clocks, proc, reads = scan
+    clocks.clear()
+    scanner.scan()
+    reads.clear()
+    _rename(proc, 139, "splitter")
+    assert sorted(p.pid for p in scanner.scan().processes) == [139, 300]
+    assert {130, 139, 2} <= set(reads)
+
+
+def test_a_read_error_is_never_kept(
+        scan: tuple[Scanner, dict[int, int], Path, list[int]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    scanner, clocks, _proc, _reads = scan
+    scanner.scan()
+    real = ProcessFiles.status
+
+    def failing(self: ProcessFiles) -> bytes:
+        if self.pid == 139:
+            raise ReadFailed("status", f"{self.path}/status", OSError(5, "I/O error"))
+        return real(self)
+
+    monkeypatch.setattr(ProcessFiles, "status", failing)
+    monkeypatch.setattr(ProcessFiles, "statm", failing)
+    clocks[139] += 1  # it ran: screened again, and its status cannot be read
+    counts = [scanner.scan().stats.read_errors.get(("status", "error"), 0) for _ in range(3)]
+    assert counts == [1, 2, 3]  # its clock stands, but an error is tried again every scan
+
+
+def test_a_new_config_screens_everything_again(
+        scan: tuple[Scanner, dict[int, int], Path, list[int]]) -> None:
+    scanner, _clocks, _proc, reads = scan
+    scanner.scan()
+    reads.clear()
+    scanner.config = replace(scanner.config, include=re.compile("^policies$"))
+    assert [p.pid for p in scanner.scan().processes] == [301]
+    assert {130, 139, 2} <= set(reads)
