@@ -269,3 +269,33 @@ def test_a_gone_process_raises_gone(tmp_path: Path) -> None:
     proc = ProcFS(tmp_path)
     with pytest.raises(Gone):
         probe_page_sizes(proc.process(999), proc, GiB, 0.0, page_size=PAGE)
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_the_maps_walk_honours_check_and_its_line_bound(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numa_exporter.readers.page_sizes as ps
+
+    proc, pid = _root(tmp_path)
+    lines = b"".join(f"{0x1000 * (2 * i + 1):x}-{0x1000 * (2 * i + 2):x} rw-p 0 00:00 0\n"
+                     .encode() for i in range(300))
+    (tmp_path / str(pid) / "maps").write_bytes(lines)
+    monkeypatch.setattr(ps, "CHECK_EVERY", 100)
+    calls: list[int] = []
+
+    def check() -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise _Stop
+
+    with pytest.raises(_Stop):  # given up at the second check: 200 lines read, not 300
+        probe_page_sizes(proc.process(pid), proc, GiB, 0.0, page_size=PAGE, check=check)
+    # past MAX_LINES the probe stops reading and what it did not see counts as one
+    # mapping of all resident bytes (the estimate without a probe)
+    monkeypatch.setattr(ps, "MAX_LINES", 50)
+    shape, _ = probe_page_sizes(proc.process(pid), proc, GiB, 0.0, page_size=PAGE)
+    assert shape.rest == GiB and len(shape.mappings) == ps.TOP_MAPPINGS
+    assert walk_hold(shape, GiB, RATE_4K) == pytest.approx(8e-3)
