@@ -190,6 +190,8 @@ def test_dashboard_covers_the_required_views() -> None:
                    "numa_vmstat_pgmigrate_success", "numa_node_miss", "numa_node_foreign",
                    "numa_balancing_mode", "numa_process_accelerator_info", "numa_accelerator_info",
                    "numa_exporter_scan_duration_seconds", "numa_exporter_parse_errors_total",
+                   "numa_exporter_scan_stage_seconds", "numa_process_read_cpu_seconds",
+                   "numa_process_placement_hold_seconds",
                    "numa_vmstat_numa_hint_faults_local_total", "numa_process_fault_remote_ratio",
                    'accessor="cpu"', "numa_process_tier_memory_bytes",
                    "numa_node_vmstat_pgpromote_success_total", "numa_node_memory_tier",

@@ -95,6 +95,9 @@ PARSE_ONLY = {
         "numa_process_remote_memory_ratio_stderr > 0: only sampled placement reads have it",
     ("Sampling error of the remote ratio", "B"):
         "numa_process_placement_sampled_pages: only sampled placement reads have it",
+    ("Estimated mmap-lock hold, and bytes the sample could not place", "B"):
+        "numa_process_placement_unsampled_bytes > 0: only a sampled read that could not place "
+        "every resident byte has it (a sparse reservation on a kernel without PAGEMAP_SCAN)",
 }
 
 
