@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.realkernel import guest as harness
+from tests.realkernel.results import scan_lines
 from tests.realkernel.test_cadence_guest import INTERVAL_S, MOVE, WORKLOADS
 
 MiB = 1 << 20
@@ -49,14 +50,7 @@ def run_guest(run_s: int, results: Path) -> dict[str, Any]:
         raise RuntimeError(f"guest job failed (rc={boot.rc}): {boot.job_log[-2000:]}")
     out = results / "cadence"
     rec: dict[str, Any] = json.loads((out / "cadence.json").read_text())
-    scans = []
-    for line in (out / "exporter.log").read_text(errors="replace").splitlines():
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(r, dict) and r.get("msg", r.get("event")) == "scan":
-            scans.append(r)
+    scans = scan_lines((out / "exporter.log").read_text(errors="replace"))
     rec["scans"] = scans
     return rec
 

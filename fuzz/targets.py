@@ -19,7 +19,7 @@ NR_CPUS = 8192
 MAX_NUMNODES = 1024
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 SEED_DIRS = (FIXTURES / "realkernel", FIXTURES / "roots", FIXTURES / "cgroup",
-             FIXTURES / "kubelet", FIXTURES / "sched")
+             FIXTURES / "kubelet", FIXTURES / "sched", FIXTURES / "page_sizes")
 MAX_SEEDS = 300
 MAX_SEED_BYTES = 256 * 1024
 
@@ -136,6 +136,42 @@ def fuzz_pid_stat(data: bytes) -> None:
     assert r.pid > 0 and _is_safe_text(r.comm), r
     assert min(r.ppid, r.utime, r.stime, r.num_threads, r.starttime) >= 0, r
     assert r.processor is None or 0 <= r.processor < NR_CPUS, r.processor
+
+
+def fuzz_pid_pagemap(data: bytes) -> None:
+    from numa_exporter.parsers.pid_pagemap import MAX_ENTRIES, PagemapEntries, parse_pid_pagemap
+
+    r = parse_pid_pagemap(data)
+    assert isinstance(r, PagemapEntries)
+    assert len(r.entries) == min(len(data) // 8, MAX_ENTRIES) and r.error_count >= 0
+    assert (r.error_count == 0) == (len(data) % 8 == 0 and len(data) // 8 <= MAX_ENTRIES)
+    for e in r.entries:
+        assert e.pfn is None or (e.present and 0 < e.pfn < 1 << 55), e
+
+
+def fuzz_kpageflags(data: bytes) -> None:
+    from numa_exporter.parsers.kpageflags import MAX_ENTRIES, KpageflagsEntries, parse_kpageflags
+
+    r = parse_kpageflags(data)
+    assert isinstance(r, KpageflagsEntries)
+    assert len(r.entries) == min(len(data) // 8, MAX_ENTRIES) and r.error_count >= 0
+    for f in r.entries:
+        assert not (f.huge and f.nopage), f
+
+
+def fuzz_pid_pagemap_scan(data: bytes) -> None:
+    from numa_exporter.parsers.pid_pagemap_scan import (
+        MAX_REGIONS,
+        PageRegions,
+        parse_pagemap_scan,
+    )
+
+    r = parse_pagemap_scan(data)
+    assert isinstance(r, PageRegions)
+    whole = min(len(data) // 24, MAX_REGIONS)
+    assert len(r.regions) + r.error_count >= whole and len(r.regions) <= whole
+    for g in r.regions:
+        assert 0 <= g.start < g.end < 1 << 64, g
 
 
 def fuzz_pid_status(data: bytes) -> None:
@@ -362,6 +398,9 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
                                              "**/initiators/*_bandwidth")),
     Target("pid_stat", fuzz_pid_stat, ("**/[0-9]*/stat",)),
     Target("pid_status", fuzz_pid_status, ("**/status",)),
+    Target("pid_pagemap", fuzz_pid_pagemap, ("*.pagemap",)),
+    Target("kpageflags", fuzz_kpageflags, ("*.kpageflags",)),
+    Target("pid_pagemap_scan", fuzz_pid_pagemap_scan, ("*.pagemap_scan",)),
     Target("cpulist", fuzz_cpulist, ("**/cpulist", "**/node/online", "**/node/possible",
                                      "**/node/has_*", "**/cpu/online", "**/*effective*")),
     Target("vmstat", fuzz_vmstat, ("**/vmstat", "**/numastat")),

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from . import guest as harness
+from .results import scan_lines
 
 pytestmark = pytest.mark.realkernel
 
@@ -56,14 +57,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = base / "cadence"
     rec: dict[str, Any] = json.loads((out / "cadence.json").read_text())
     assert not rec["errors"], f"{rec['errors']}\n{rec.get('traceback', '')}"
-    scans = []
-    for line in (out / "exporter.log").read_text(errors="replace").splitlines():
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if r.get("msg", r.get("event")) == "scan":
-            scans.append(r)
+    scans = scan_lines((out / "exporter.log").read_text(errors="replace"))
     rec["scans"] = scans
     return rec
 

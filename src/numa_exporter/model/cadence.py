@@ -8,9 +8,11 @@ of 60,000 small mappings only ever holds its lock for short spells; a process wi
 mapping holds it for that mapping's whole walk.
 
 So the planner estimates that longest hold (:func:`estimate_hold`: the CPU time of the
-longest single ``read()`` of the last full read, or the largest mapping ``maps`` showed times
-the measured cost per byte, or, knowing nothing yet, all resident bytes as one mapping) and
-samples only when it exceeds ``hold_budget``. Below it, the reader that measured cheaper in
+longest single ``read()`` of the last full reads (:func:`record_hold`), else what a probe of
+the page sizes of the largest mappings implies (``model/page_sizes.py``: a huge page is one
+step of the walk), or the largest mapping ``maps`` showed times the measured cost per byte,
+or, knowing nothing yet, all resident bytes as one mapping) and samples only when it exceeds
+``hold_budget``. Below it, the reader that measured cheaper in
 CPU time is kept (the sampled reader is tried once when a full read measured above
 ``sample_above``, where its estimated cost is below the full read's); a measurement is
 redone once the resident size has moved by half or more.
@@ -21,8 +23,10 @@ is read every k-th scan so that its average cost per scan stays within the budge
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
+
+from numa_exporter.model.page_sizes import PageShape, walk_hold
 
 # A full numa_maps read of 4 KiB pages measured 7.9 ms per GiB on a 2-core x86_64 host;
 # rounded up so an unmeasured process is never under-estimated by much.
@@ -48,6 +52,10 @@ DEFAULT_MAPS_LINE_SECONDS = 0.35e-6
 TYPICAL_QUERIES = 10_600
 #: Fewest pages a sampled read may query, whatever the full read costs (one batch).
 MIN_QUERIES = 256
+#: Measured holds kept per process; the hold planned with is their lower median, so one
+#: read slowed by noise (thread CPU of a ``read()`` only grows with cache misses, SMT
+#: neighbours and interrupt time charged to it) does not decide alone.
+HOLDS_KEPT = 3
 #: The share of a full read's estimated CPU a sampled read may spend. At the default
 #: precision (9,604 resident samples) a sampled read of ~1 GiB costs about what the full
 #: read does, so spending all of it buys precision at no saving; and both estimates carry
@@ -82,7 +90,10 @@ class ReadCosts:
     ``*_resident``: resident bytes when that measurement was taken. ``hold``: CPU time of
     the longest single ``read()`` of the last full read (one mmap-lock hold).
     ``largest_mapping``: virtual bytes of the largest mapping that can hold pages, from the
-    last ``maps`` read (an upper bound of that mapping's resident bytes).
+    last ``maps`` read (an upper bound of that mapping's resident bytes). ``holds``: the
+    last :data:`HOLDS_KEPT` measured holds, oldest first (``hold`` is their lower median:
+    see :func:`record_hold`). ``pages``: the last page-size probe of the largest mappings
+    (None: never probed).
     """
 
     full_cpu: float | None = None
@@ -94,6 +105,8 @@ class ReadCosts:
     largest_mapping: int | None = None
     maps_resident: int = 0
     mappings: int = 0  # mappings of the last read (numa_maps lines or maps lines)
+    holds: tuple[float, ...] = ()
+    pages: PageShape | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,20 +139,39 @@ def _fresh(resident: int, then: int) -> bool:
     return then / STALE_FACTOR <= resident <= then * STALE_FACTOR
 
 
+def record_hold(costs: ReadCosts, hold: float) -> ReadCosts:
+    """Return ``costs`` with one more measured hold: the last :data:`HOLDS_KEPT` are kept
+    and ``hold`` becomes their lower median (the one measurement while there is one, the
+    smaller of two, the middle of three)."""
+    holds = (*costs.holds, hold)[-HOLDS_KEPT:]
+    return replace(costs, holds=holds, hold=sorted(holds)[(len(holds) - 1) // 2])
+
+
+def page_hold(costs: ReadCosts, resident_bytes: int,
+              seconds_per_byte: float | None) -> float | None:
+    """Return the hold the page-size probe estimates (None without a probe)."""
+    if costs.pages is None:
+        return None
+    return walk_hold(costs.pages, resident_bytes, seconds_per_byte or DEFAULT_SECONDS_PER_BYTE)
+
+
 def estimate_hold(costs: ReadCosts, resident_bytes: int,
                   seconds_per_byte: float | None) -> float:
     """Return the estimated longest mmap-lock hold (seconds) of a full read.
 
-    The smallest of: the measured longest ``read()`` of the last full read, scaled up by
-    the growth since; the largest mapping of ``maps`` (scaled up likewise, at most all
-    resident bytes) at the cost per byte; with neither known, all resident bytes walked
-    under one hold.
+    The smallest of: the measured hold (:func:`record_hold`), scaled up by the growth
+    since, else the page-size probe's estimate (huge pages walked a step per 2 MiB); the
+    largest mapping of ``maps`` (scaled up likewise, at most all resident bytes) at the
+    cost per 4 KiB byte; with none known, all resident bytes walked under one hold.
     """
     resident = max(resident_bytes, 0)
     rate = seconds_per_byte or DEFAULT_SECONDS_PER_BYTE
     bounds: list[float] = []
+    probed = page_hold(costs, resident, rate)
     if costs.hold is not None:
         bounds.append(costs.hold * _growth(resident, costs.full_resident))
+    elif probed is not None:
+        bounds.append(probed)
     if costs.largest_mapping is not None:
         biggest = costs.largest_mapping * _growth(resident, costs.maps_resident)
         bounds.append(min(biggest, resident) * rate)
@@ -186,6 +218,11 @@ def plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
     sampling = sampling and policy.sample_above > 0
     if sampling:
         if policy.hold_budget > 0 and hold > policy.hold_budget:
+            probed = page_hold(costs, resident_bytes, seconds_per_byte)
+            if len(costs.holds) == 1 and probed is not None and probed <= policy.hold_budget:
+                # one measured hold over the budget against a probe that says huge pages
+                # keep it under: a second full read confirms before sampling takes over
+                return Plan("full", True, est, now, hold, "cheaper")
             full_due = policy.full_interval > 0 and (last_full <= 0  # never read in full
                                                     or now - last_full >= policy.full_interval)
             if full_due:

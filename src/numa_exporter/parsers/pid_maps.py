@@ -132,6 +132,19 @@ def parse_maps_line(line: bytes) -> MapsEntry | None:
     )
 
 
+_RANGE_RE = re.compile(rb"([0-9a-f]{1,16})-([0-9a-f]{1,16}) ")
+
+
+def parse_maps_range(line: bytes) -> tuple[int, int] | None:
+    """Return the [start, end) addresses of one maps line (the first column only: cheaper
+    than :func:`parse_maps_line` where only sizes matter), or None when it is malformed."""
+    m = _RANGE_RE.match(line)
+    if m is None:
+        return None
+    start, end = int(m.group(1), 16), int(m.group(2), 16)
+    return (start, end) if end > start else None
+
+
 def parse_pid_maps(lines: Iterable[bytes]) -> PidMaps:
     """Return the mappings of a maps text given line by line; malformed lines are counted."""
     entries: list[MapsEntry] = []

@@ -20,7 +20,7 @@ import structlog
 from numa_exporter.config import Config
 from numa_exporter.model.accessors import HostTiers, ProcessTiers, process_tiers
 from numa_exporter.model.binding import Binding, analyse
-from numa_exporter.model.cadence import Plan
+from numa_exporter.model.cadence import Plan, record_hold
 from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
 from numa_exporter.model.home import Home, home_for, locality
@@ -42,6 +42,7 @@ from numa_exporter.parsers.text import label_text
 from numa_exporter.readers.accelerator_use import AcceleratorMap, pinned_home
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kubernetes import KubernetesScan, cgroup_key
+from numa_exporter.readers.page_sizes import probe_page_sizes
 from numa_exporter.readers.process_files import (
     Bound,
     read_boot_time,
@@ -59,6 +60,7 @@ from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 log = structlog.get_logger("numa_exporter.scan.process")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 DEADLINE_CHECK_EVERY = 1  # numa_maps reads (a page of text each) between looks at the clock
 
 
@@ -300,6 +302,32 @@ class ProcessReader:
 
         return bound
 
+    def probe_pages(self, cand: Candidate, now: float, deadline: float | None = None,
+                    stop: threading.Event | None = None) -> bool:
+        """Probe the page sizes of the process's largest mappings unless a probe still
+        stands; return whether its costs changed (the plan is then made again).
+
+        Raises Gone/Denied/SourceError of maps and pagemap like a read, Abandoned past
+        ``deadline``; page frames that cannot be seen are said once and count as small.
+        """
+        st = self.table.get(cand.key)
+        shape = st.costs.pages
+        if shape is not None and shape.fresh(cand.resident, now):
+            return False
+        shape, problem = probe_page_sizes(cand.files, self.proc, cand.resident, now,
+                                          page_size=PAGE_SIZE,
+                                          check=self.past(deadline, stop))
+        if shape.errors:
+            self.errors.parse("pagemap", str(cand.files.path), shape.errors)
+        if problem is not None:
+            if not isinstance(problem, (Denied, Gone)):  # no CAP_SYS_ADMIN, no such file
+                self.errors.read(problem)
+            if self.errors.once("note", "page-sizes"):
+                log.info("page sizes of big mappings unknown: their lock hold is estimated "
+                         "as 4 KiB pages", reason=str(problem))
+        st.costs = replace(st.costs, pages=shape)
+        return True
+
     def place(self, cand: Candidate, st: ProcessState, method: str, bound: Bound,
               max_queries: int | None = None, between: Callable[[], None] | None = None
               ) -> Placement:
@@ -473,8 +501,8 @@ class ProcessReader:
         if pl.method == "full":
             st.full_seconds_per_byte = elapsed / max(cand.resident, 1)
             st.last_full = now.mono
-            st.costs = replace(st.costs, full_cpu=cpu, full_resident=cand.resident,
-                               hold=hold[0], mappings=pl.mappings)
+            st.costs = replace(record_hold(st.costs, hold[0]), full_cpu=cpu,
+                               full_resident=cand.resident, mappings=pl.mappings)
         elif pl.estimate is not None:
             st.costs = replace(st.costs, sampled_cpu=cpu, sampled_resident=cand.resident,
                                sampled_queries=pl.estimate.samples,

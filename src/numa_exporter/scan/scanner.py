@@ -232,6 +232,15 @@ class Scanner:
                              process_budget=cfg.process_budget, interval=cfg.scan_interval,
                              hold_budget=cfg.hold_budget)
 
+    def _probed(self, cand: Candidate, now: ScanTime, deadline: float) -> bool:
+        """Return whether a page-size probe of ``cand`` changed its costs (see
+        ``ProcessReader.probe_pages``); a probe that fails or runs past ``deadline`` changes
+        nothing (the read that follows meets the same file or deadline and says so)."""
+        try:
+            return self.reader.probe_pages(cand, now.mono, deadline, self.stop_event)
+        except (Abandoned, SourceError):
+            return False
+
     @staticmethod
     def _keep(st: ProcessState | None, samples: list[ProcessSample],
               next_due: float | None = None) -> bool:
@@ -279,6 +288,13 @@ class Scanner:
                      next_due=prev.next_due if prev else 0.0,
                      last_full=prev.last_full if prev else 0.0, sampling=sampling,
                      costs=prev.costs if prev else None)
+            if p.reason == "hold" and self._probed(cand, now, deadline):  # huge pages walk faster
+                prev = self.table.peek(cand.key)
+                assert prev is not None
+                p = plan(policy, now=now.mono, resident_bytes=cand.resident,
+                         seconds_per_byte=prev.full_seconds_per_byte,
+                         next_due=prev.next_due, last_full=prev.last_full,
+                         sampling=sampling, costs=prev.costs)
             if not p.read_now:
                 states["kept" if self._keep(prev, samples, now.wall_of(p.next_due))
                        else "skipped"] += 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from numa_exporter.sources.errors import classify
@@ -74,5 +74,26 @@ def stream_chunks(path: Path, source: str, size: int = STREAM_CHUNK) -> Iterator
             if not chunk:
                 return
             yield chunk
+    finally:
+        os.close(fd)
+
+
+#: Records one :func:`read_records` call reads at most (a probe asks for a few dozen).
+MAX_RECORDS = 4096
+
+
+def read_records(path: Path | str, source: str, offsets: Sequence[int], size: int = 8
+                 ) -> list[bytes]:
+    """Return the ``size`` bytes at each of ``offsets`` of a binary file (``pread``; one
+    open for all), at most :data:`MAX_RECORDS` of them; a record past the end comes back
+    short or empty. Raises a classified SourceError."""
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as err:
+        raise classify(source, str(path), err) from err
+    try:
+        return [os.pread(fd, size, off) for off in offsets[:MAX_RECORDS]]
+    except OSError as err:
+        raise classify(source, str(path), err) from err
     finally:
         os.close(fd)

@@ -1,4 +1,5 @@
-"""``PAGEMAP_SCAN`` (Linux 6.7+): the present page ranges of another process's mapping.
+"""``PAGEMAP_SCAN`` (Linux 6.7+): the present page ranges of another process's mapping, and
+the categories of single pages (:func:`scan_pages`: present, huge).
 
 An ``ioctl`` on ``/proc/<pid>/pagemap`` (``fs/proc/task_mmu.c``, ``do_pagemap_scan``)
 walks the page tables of ``[start, end)`` and returns the runs of pages that have the asked
@@ -22,6 +23,7 @@ import fcntl
 import os
 import platform
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 from numa_exporter.sources.errors import classify
@@ -30,6 +32,7 @@ SOURCE = "pagemap"
 #: _IOWR('f', 16, struct pm_scan_arg) with the generic encoding (dir 3 << 30, 96-byte arg).
 PAGEMAP_SCAN = (3 << 30) | (96 << 16) | (ord("f") << 8) | 16
 PAGE_IS_PRESENT = 1 << 3
+PAGE_IS_HUGE = 1 << 6
 GENERIC_IOC = frozenset({"x86_64", "amd64", "aarch64", "arm64", "riscv64", "loongarch64",
                          "s390x", "i386", "i686"})
 _ARG = struct.Struct("12Q")
@@ -93,3 +96,43 @@ class PagemapScan:
         n = max(0, min(n, VEC_LEN))
         out = [(v[3 * i], v[3 * i + 1]) for i in range(n)]
         return out, max(min(walk_end, end), start)
+
+
+#: Bytes of one ``struct page_region`` (start, end, categories).
+REGION_BYTES = 24
+#: Pages one :func:`scan_pages` call asks about at most (a probe asks for a few dozen).
+MAX_PROBES = 4096
+
+
+def scan_pages(path: str, pages: Sequence[int], page_size: int, machine: str | None = None
+               ) -> list[bytes] | None:
+    """Return, for each virtual page number in ``pages``, the ``struct page_region`` one
+    ioctl over that one page filled (24 bytes, categories PAGE_IS_PRESENT | PAGE_IS_HUGE;
+    empty when it filled none), at most :data:`MAX_PROBES`: the kernel walks that one
+    page's table entry under the mmap lock. Return None where the ioctl cannot be used
+    (an architecture of unknown encoding, a kernel before 6.7, a file that is not
+    ``pagemap``). Raises a classified SourceError (Gone, Denied, ReadFailed) otherwise."""
+    if (machine if machine is not None else platform.machine()) not in GENERIC_IOC:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise classify(SOURCE, path, err) from err
+    vec = ctypes.create_string_buffer(REGION_BYTES)
+    mask = PAGE_IS_PRESENT | PAGE_IS_HUGE
+    out: list[bytes] = []
+    try:
+        for page in pages[:MAX_PROBES]:
+            start = page * page_size
+            arg = bytearray(_ARG.pack(_ARG.size, 0, start, start + page_size, 0,
+                                      ctypes.addressof(vec), 1, 0, 0, 0, 0, mask))
+            try:
+                n = fcntl.ioctl(fd, PAGEMAP_SCAN, arg, True)
+            except OSError as err:
+                if err.errno in (errno.EINVAL, errno.ENOTTY, errno.EOPNOTSUPP) and not out:
+                    return None
+                raise classify(SOURCE, path, err) from err
+            out.append(vec.raw if n > 0 else b"")
+    finally:
+        os.close(fd)
+    return out

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from numa_exporter.sources.errors import Absent, Gone, classify
-from numa_exporter.sources.files import read_optional, read_small, stream_chunks
+from numa_exporter.sources.files import read_optional, read_records, read_small, stream_chunks
 from numa_exporter.sources.held import HeldFiles
+from numa_exporter.sources.pagemap_scan import scan_pages
 from numa_exporter.sources.process_fds import DeviceFd, is_live_procfs, open_device_files
 
 
@@ -87,6 +88,11 @@ class ProcFS:
     def osrelease(self) -> bytes:
         """Return kernel.osrelease (``uname -r``), read from the procfs root."""
         return read_small(self.root / "sys" / "kernel" / "osrelease", "osrelease")
+
+    def kpageflags(self, pfns: Sequence[int]) -> list[bytes]:
+        """Return the 8-byte ``kpageflags`` entry of each page frame in ``pfns`` (reading it
+        needs CAP_SYS_ADMIN: Denied without it)."""
+        return read_records(self.root / "kpageflags", "kpageflags", [p * 8 for p in pfns])
 
     def process(self, pid: int) -> ProcessFiles:
         """Return the file accessor of one process."""
@@ -186,6 +192,28 @@ class ProcessFiles:
         A maps absent while the process's directory is there raises Absent, not Gone.
         """
         return self._stream("maps")
+
+    def pagemap(self, pages: Sequence[int]) -> list[bytes]:
+        """Return the 8-byte ``pagemap`` entry of each virtual page number in ``pages`` (one
+        ``pread`` each: the kernel walks that one page's table entry under the mmap lock).
+
+        An absent pagemap while the process's directory is there raises Absent, not Gone.
+        """
+        try:
+            return read_records(f"{self._mm_dir}/pagemap", "pagemap", [p * 8 for p in pages])
+        except Gone as err:
+            raise self._gone_or_absent(err) from err
+
+    def pagemap_scan(self, pages: Sequence[int], page_size: int) -> list[bytes] | None:
+        """Return the ``PAGEMAP_SCAN`` answer for each virtual page number in ``pages`` (one
+        ioctl each), or None where the kernel or the file has no such ioctl.
+
+        An absent pagemap while the process's directory is there raises Absent, not Gone.
+        """
+        try:
+            return scan_pages(f"{self._mm_dir}/pagemap", pages, page_size)
+        except Gone as err:
+            raise self._gone_or_absent(err) from err
 
     def fds(self, *, stat_rdev: bool, stop: Callable[[], bool] | None = None
             ) -> tuple[DeviceFd, ...]:
