@@ -9,6 +9,7 @@ Prometheus uses for relabelling; it has no backreferences and no lookaround.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,16 +33,44 @@ class PatternError(ValueError):
     """A pattern RE2 cannot compile; the message says why (and what RE2 does not support)."""
 
 
+MEMO_CHARS = 1 << 20  # characters of text a pattern remembers verdicts for, at most
+
+
+class _Verdicts:
+    """Remembered results of one pattern's searches, by text: a search is a pure function
+    of the text, so a verdict never goes stale. The same names and command lines come back
+    every scan; forgotten all at once when the texts held pass ``MEMO_CHARS``."""
+
+    __slots__ = ("chars", "found", "lock")
+
+    def __init__(self) -> None:
+        self.found: dict[str, bool] = {}
+        self.chars = 0
+        self.lock = threading.Lock()
+
+
 @dataclass(frozen=True, slots=True)
 class Pattern:
     """A compiled RE2 pattern; ``search`` looks at the first ``MAX_TEXT`` characters only."""
 
     pattern: str
     _compiled: Any = field(repr=False, compare=False)
+    _verdicts: _Verdicts = field(default_factory=_Verdicts, repr=False, compare=False)
 
     def search(self, text: str) -> bool:
         """Return True when the pattern matches somewhere in the first MAX_TEXT characters."""
-        return self._compiled.search(text[:MAX_TEXT]) is not None
+        text = text[:MAX_TEXT]
+        memo = self._verdicts
+        found = memo.found.get(text)
+        if found is None:
+            found = self._compiled.search(text) is not None
+            with memo.lock:
+                if memo.chars + len(text) > MEMO_CHARS:
+                    memo.found.clear()
+                    memo.chars = 0
+                memo.found[text] = found
+                memo.chars += len(text)
+        return found
 
 
 def _why(text: str, detail: str) -> str:

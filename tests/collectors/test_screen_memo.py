@@ -31,6 +31,9 @@ def _rename(proc: Path, pid: int, name: str) -> None:
     text = stat.read_text().replace("(numatouch)", f"({name})", 1)
     stat.unlink()
     stat.write_text(text)
+    comm = proc / str(pid) / "comm"  # the kernel shows the one name in all three
+    comm.unlink(missing_ok=True)
+    comm.write_text(f"{name}\n")
 
 
 @pytest.fixture()
@@ -44,13 +47,18 @@ def scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     clocks = {pid: 1_000 + pid for pid in PIDS}
     scanner.reader.cpu_clock = clocks.get
     reads: list[int] = []
-    real = ProcessFiles.status
+    real_status, real_comm = ProcessFiles.status, ProcessFiles.comm
 
     def spy(self: ProcessFiles) -> bytes:
         reads.append(self.pid)
-        return real(self)
+        return real_status(self)
+
+    def spy_comm(self: ProcessFiles) -> bytes:  # where the size decides nothing, patterns
+        reads.append(self.pid)  # are matched on comm before status
+        return real_comm(self)
 
     monkeypatch.setattr(ProcessFiles, "status", spy)
+    monkeypatch.setattr(ProcessFiles, "comm", spy_comm)
     return scanner, clocks, root / "proc", reads
 
 

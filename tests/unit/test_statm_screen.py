@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from numa_exporter.model.snapshot import HugePages, SystemSample
 from numa_exporter.model.topology import build_topology
@@ -97,3 +99,20 @@ def test_statm_screening_only_where_no_hugetlb_page_is_in_use() -> None:
     assert not no_hugetlb_in_use(_system(3))  # one page in use somewhere
     assert not no_hugetlb_in_use(_system(None))  # unreadable: not known
     assert not no_hugetlb_in_use(SystemSample())  # not read at all
+
+
+def _statm_by_split(data: bytes) -> PidStatm | None:
+    """The split-and-isdigit reading of a statm line the compiled pattern replaced."""
+    fields = data.split()
+    if len(fields) != 7 or not all(0 < len(f) <= 20 and f.isdigit() for f in fields):
+        return None
+    return PidStatm(int(fields[0]), int(fields[1]))
+
+
+@given(st.lists(st.sampled_from([b"0", b"7", b"12", b"1" * 20, b"1" * 21, b" ", b"\t", b"\n",
+                                 b"\v", b"-", b"+", b"x", b"\xd9\xa3", b"1_0", b"\x1c"]),
+                max_size=24).map(b"".join))
+@settings(max_examples=3000)
+def test_statm_pattern_reads_as_split_did(data: bytes) -> None:
+    assert parse_pid_statm(data) == _statm_by_split(data)
+

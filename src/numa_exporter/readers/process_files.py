@@ -8,11 +8,11 @@ except where a function says it reports them itself.
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 
 from numa_exporter.parsers.numa_maps import NumaMaps, parse_numa_maps
+from numa_exporter.parsers.pid_comm import parse_pid_comm
 from numa_exporter.parsers.pid_stat import PidStat, parse_pid_stat
 from numa_exporter.parsers.pid_statm import parse_pid_statm
 from numa_exporter.parsers.pid_status import (
@@ -60,7 +60,11 @@ def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
     not read further; one without an mm (a kernel thread or a zombie leader) and an
     unreadable or malformed statm leave the decision to status. The status of a kernel
     thread or a zombie leader has ``vm_rss`` None, and ``kthread`` from its Kthread line
-    where the kernel prints one. Raises the SourceError of the read.
+    where the kernel prints one.
+
+    With ``keep`` and no ``min_resident`` (the size decides nothing), a process with an mm
+    is matched on its ``comm`` first and status is read only for those ``keep`` takes.
+    Raises the SourceError of the read.
     """
     if statm and min_resident > 0:
         try:
@@ -71,6 +75,12 @@ def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
         if (pages is not None and pages.size_pages != 0
                 and pages.resident_pages * PAGE_SIZE < min_resident):
             return None
+    elif keep is not None and min_resident <= 0:
+        kept = _kept_by_comm(files, keep)
+        if kept is False:
+            return None
+        if kept:
+            keep = None  # decided: status is not asked again
     raw = files.status()
     vm_rss, hugetlb = parse_pid_status_resident(raw)
     if vm_rss is None and b"\nVmRSS:" not in raw:  # a kernel thread or a zombie leader
@@ -83,6 +93,20 @@ def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
     if status.error_count:
         errors.parse("status", f"{files.path}/status")
     return status
+
+
+def _kept_by_comm(files: ProcessFiles, keep: Callable[[str], bool]) -> bool | None:
+    """Return what ``keep`` says of the name in ``comm`` (the name status shows, written by
+    the kernel for a fraction of status' cost) for a process with an mm (statm's size is
+    not 0); None when status must decide: no mm (a kernel thread or a zombie leader, which
+    status tells apart), or either file unreadable or malformed."""
+    try:
+        pages = parse_pid_statm(files.statm())
+        if pages is None or pages.size_pages == 0:
+            return None
+        return keep(parse_pid_comm(files.comm()))
+    except SourceError:  # status says what is wrong
+        return None
 
 
 def read_live_thread(files: ProcessFiles, min_resident: int, errors: ErrorReporter
@@ -117,9 +141,11 @@ def read_stat(files: ProcessFiles, errors: ErrorReporter) -> PidStat | None:
 
 def read_cmdline(files: ProcessFiles) -> str:
     """Return the command line with NULs as spaces, decoded leniently; "" when unreadable."""
-    with contextlib.suppress(SourceError):
-        return files.cmdline().replace(b"\0", b" ").decode("utf-8", "replace").strip()
-    return ""
+    try:  # not contextlib.suppress: this runs for every process of the host with patterns
+        raw = files.cmdline()
+    except SourceError:
+        return ""
+    return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
 
 
 def read_cgroup(files: ProcessFiles, errors: ErrorReporter) -> ProcCgroup | None:

@@ -58,6 +58,9 @@ class Sampler:
         self._next_config: Config | None = None
         self._config_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="numa-sampler", daemon=True)
+        # called after each snapshot is published (the web server's renderer): must not
+        # raise; one that does is logged and the scan loop goes on
+        self.listeners: list[Callable[[], None]] = []
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -122,6 +125,12 @@ class Sampler:
         self._snapshot = snap
         self._last_done = self._clock()
         self._first.set()
+        for listener in self.listeners:
+            try:
+                listener()
+            except Exception:  # a listener's bug costs its own wake-up, never the scan
+                with contextlib.suppress(Exception):
+                    log.exception("snapshot listener failed")
         return snap
 
     def _run(self) -> None:

@@ -100,6 +100,7 @@ class Scanner:
         self.accel = AcceleratorMap(accelerators, config)
         self.cgroupfs = CgroupFS(config.roots.sysfs) if config.enabled("cgroup") else None
         self.proc = procfs or ProcFS(config.roots.procfs)
+        self.proc.hold_files()  # statm/status/cmdline read by pread on a live procfs
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.memory_tiers = MemoryTierSysFS(config.roots.sysfs)
         self.system_tiers = SystemTiers()
@@ -379,6 +380,7 @@ class Scanner:
         self.state.pending = pending
         if listed is not None:
             self.table.retain(listed)
+            self.proc.retain(listed)
         self.state.scans += 1
         self._once_notes(system, states, len(samples))
         duration = self.clock() - t0

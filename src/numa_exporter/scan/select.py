@@ -90,10 +90,15 @@ def matches(config: Config, files: ProcessFiles, comm: str) -> bool:
     inc, exc = config.include, config.exclude
     if inc is None and exc is None:
         return True
-    found = texts(files, comm)
-    if inc is not None and not any(inc.search(t) for t in found if t):
+    # no generators: this runs for every process of the host each scan
+    if exc is None and comm and inc is not None and inc.search(comm):
+        return True  # the command line cannot change the answer: not read
+    cmdline = read_cmdline(files)
+    if inc is not None and not ((comm and inc.search(comm))
+                                or (cmdline and inc.search(cmdline))):
         return False
-    return not (exc is not None and any(exc.search(t) for t in found if t))
+    return not (exc is not None and ((comm and exc.search(comm))
+                                     or (cmdline and exc.search(cmdline))))
 
 
 def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from numa_exporter.sources.errors import Absent, Gone, classify
 from numa_exporter.sources.files import read_optional, read_records, read_small, stream_chunks
+from numa_exporter.sources.held import HeldFiles
 from numa_exporter.sources.pagemap_scan import scan_pages
 from numa_exporter.sources.process_fds import DeviceFd, is_live_procfs, open_device_files
 
@@ -18,6 +19,20 @@ class ProcFS:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self.held: HeldFiles | None = None  # see hold_files()
+
+    def hold_files(self) -> bool:
+        """Keep the small files every scan reads of every process (statm, status, comm,
+        cmdline) open between reads, where the root is a live procfs (see sources/held.py);
+        return whether they are held."""
+        if self.held is None and self.is_live():
+            self.held = HeldFiles()
+        return self.held is not None
+
+    def retain(self, pids: frozenset[int]) -> None:
+        """Close the held files of processes not in ``pids`` (no longer listed)."""
+        if self.held is not None:
+            self.held.retain(pids)
 
     def pids(self) -> list[int]:
         """Return the process ids listed in the root (directories named by digits)."""
@@ -81,7 +96,7 @@ class ProcFS:
 
     def process(self, pid: int) -> ProcessFiles:
         """Return the file accessor of one process."""
-        return ProcessFiles(f"{self.root}/{pid}", pid)
+        return ProcessFiles(f"{self.root}/{pid}", pid, held=self.held)
 
 
 class ProcessFiles:
@@ -96,8 +111,10 @@ class ProcessFiles:
     from ``task/<tid>/``, while its identity (stat) and thread list stay the process's.
     """
 
-    def __init__(self, path: Path | str, pid: int, via: int | None = None) -> None:
+    def __init__(self, path: Path | str, pid: int, via: int | None = None,
+                 held: HeldFiles | None = None) -> None:
         self._dir = str(path)
+        self._held = held if via is None else None  # a live thread's files are not held
         self._path = path if isinstance(path, Path) else None
         self.pid = pid
         self.via = via  # the live thread read for a zombie leader, else None
@@ -130,9 +147,16 @@ class ProcessFiles:
             self._path = Path(self._dir)
         return self._path
 
+    def _small(self, path: str, source: str, whole: bool = False) -> bytes:
+        """Return a small file's bytes, through a held descriptor where there is one
+        (``whole``: a short read is the end, see sources/held.py)."""
+        if self._held is not None:
+            return self._held.read(self.pid, path, source, whole)
+        return read_small(path, source)
+
     def status(self) -> bytes:
         """Return the bytes of status."""
-        return read_small(f"{self._mm_dir}/status", "status")
+        return self._small(f"{self._mm_dir}/status", "status", whole=True)
 
     def stat(self) -> bytes:
         """Return the bytes of stat."""
@@ -140,15 +164,19 @@ class ProcessFiles:
 
     def statm(self) -> bytes:
         """Return the bytes of statm (page counts: size, resident, ...)."""
-        return read_small(f"{self._dir}/statm", "statm")
+        return self._small(f"{self._dir}/statm", "statm", whole=True)
+
+    def comm(self) -> bytes:
+        """Return the bytes of comm (the task's name and a newline)."""
+        return self._small(f"{self._mm_dir}/comm", "comm", whole=True)
 
     def cmdline(self) -> bytes:
         """Return the bytes of cmdline (NUL-separated)."""
-        return read_small(self._mm / "cmdline", "cmdline")
+        return self._small(f"{self._mm_dir}/cmdline", "cmdline", whole=True)
 
     def cgroup(self) -> bytes:
         """Return the bytes of cgroup."""
-        return read_small(self._mm / "cgroup", "cgroup")
+        return read_small(f"{self._mm_dir}/cgroup", "cgroup")
 
     def numa_maps(self) -> Iterator[bytes]:
         """Yield the text of numa_maps in chunks as the kernel produces it (walks page tables).

@@ -49,6 +49,28 @@ def _render(body_kind: Body, families: Iterable[MetricLike]) -> bytes:
     return body[:-len(_EOF)] if body.endswith(_EOF) else body
 
 
+FamilyKey = tuple[object, ...]
+# A family's rendering by everything the encoders write of it, from the last rendering of a
+# body format: most families of a snapshot are those of the one before.
+Memo = dict[FamilyKey, tuple[frozenset[str], bytes]]
+
+
+def family_key(metric: MetricLike) -> FamilyKey | None:
+    """Return a key equal for two families exactly when the encoders write them the same:
+    names, type, help, unit, and each sample's name, labels in their order, value (a float
+    by its bits: -0.0 is not 0.0) and timestamp; None for a family with exemplars, native
+    histograms or timestamps that are not plain numbers (not remembered)."""
+    samples: list[object] = []
+    for s in metric.samples:
+        if s.exemplar is not None or s.native_histogram is not None or not (
+                s.timestamp is None or type(s.timestamp) in (int, float)):
+            return None
+        v = s.value
+        samples.append((s.name, tuple(s.labels.items()),
+                        v.hex() if type(v) is float else (type(v), v), s.timestamp))
+    return (metric.name, metric.type, metric.documentation, metric.unit, tuple(samples))
+
+
 @dataclass(frozen=True, slots=True)
 class Rendered:
     """One format's rendering of a set of families (OpenMetrics without its ``# EOF``)."""
@@ -57,10 +79,23 @@ class Rendered:
     body: bytes
 
     @classmethod
-    def of(cls, body_kind: Body, families: Iterable[MetricLike]) -> Rendered:
-        """Return the families rendered one by one (for filtering) and joined."""
-        parts = tuple((family_names(f), _render(body_kind, [f])) for f in families)
-        return cls(parts, b"".join(p for _, p in parts))
+    def of(cls, body_kind: Body, families: Iterable[MetricLike], memo: Memo | None = None,
+           remember: Memo | None = None) -> Rendered:
+        """Return the families rendered one by one (for filtering) and joined.
+
+        A family found in ``memo`` (by :func:`family_key`) is taken from there instead of
+        rendered; with ``remember``, every family rendered or taken is put in it.
+        """
+        parts: list[tuple[frozenset[str], bytes]] = []
+        for f in families:
+            key = family_key(f) if remember is not None or memo else None
+            part = memo.get(key) if memo and key is not None else None
+            if part is None:
+                part = (family_names(f), _render(body_kind, [f]))
+            if remember is not None and key is not None:
+                remember[key] = part
+            parts.append(part)
+        return cls(tuple(parts), b"".join(p for _, p in parts))
 
     def select(self, names: frozenset[str] | None) -> bytes:
         """Return the body, or only the families ``names`` selects."""
@@ -123,6 +158,7 @@ class SnapshotCache:
         self._cur: dict[tuple[Body, bool], Cached] = {}
         self._prev: dict[tuple[Body, bool], Cached] = {}
         self._asked: set[tuple[Body, bool]] = set()  # formats asked for: at most four
+        self._memo: dict[Body, Memo] = {}  # the last rendering's families, per format
         self.renders = 0  # how many times the families were rendered (for tests/bench)
 
     def _roll(self, key: object) -> None:
@@ -170,7 +206,10 @@ class SnapshotCache:
                 assert isinstance(r, Rendered)
                 value = Deflated.of(r.body)
             else:
-                value = Rendered.of(body, self.collector.collect())
+                remember: Memo = {}
+                value = Rendered.of(body, self.collector.collect(), self._memo.get(body),
+                                    remember)
+                self._memo[body] = remember  # only the last rendering's: bounded
                 self.renders += 1
             with self._lock:
                 if key is self._key:
