@@ -114,12 +114,8 @@ def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
         status = read_status(files, config.min_resident, errors,
                              (lambda name: matches(config, files, name)) if patterns else None,
                              statm)
-    except Gone:
-        states["gone"] += 1
-        return None
     except SourceError as err:
-        errors.read(err)
-        states["denied" if isinstance(err, Denied) else "skipped"] += 1
+        _count_failure(err, errors, states)
         return None
     if status is None:
         states["skipped"] += 1  # the common case: decided from two lines
@@ -129,18 +125,24 @@ def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
             return None
         try:
             return _without_leader(files, pid, config, errors, states)
-        except Gone:
-            states["gone"] += 1
-            return None
         except SourceError as err:
-            errors.read(err)
-            states["denied" if isinstance(err, Denied) else "skipped"] += 1
+            _count_failure(err, errors, states)
             return None
     cand = Candidate(pid, status, files)
     if cand.resident < config.min_resident:
         states["skipped"] += 1
         return None
     return cand
+
+
+def _count_failure(err: SourceError, errors: ErrorReporter, states: dict[str, int]) -> None:
+    """Count a screening read that failed: gone quietly, otherwise reported and counted as
+    denied or skipped."""
+    if isinstance(err, Gone):
+        states["gone"] += 1
+        return
+    errors.read(err)
+    states["denied" if isinstance(err, Denied) else "skipped"] += 1
 
 
 def _without_leader(files: ProcessFiles, pid: int, config: Config, errors: ErrorReporter,
