@@ -44,6 +44,7 @@ from numa_exporter.sources.rootfs import (
     DEVICE_CHECKPOINT,
     MEMORY_MANAGER_STATE,
     POD_LOGS,
+    Cut,
     RootFS,
 )
 
@@ -112,6 +113,7 @@ class KubernetesReader:
         self._checkpoints: dict[str, _Cached] = {}
         self._specs: dict[str, OciConfig | None] = {}
         self._quiet_said = False
+        self._log_dirs: tuple[tuple[str, ...], dict[str, tuple[str, str]]] = ((), {})
 
     # --- files -------------------------------------------------------------------------
 
@@ -186,18 +188,27 @@ class KubernetesReader:
         return found
 
     def _pods(self, errors: ErrorReporter) -> dict[str, tuple[str, str]]:
-        """Return pod UID -> (namespace, name) from the pod log directories' names."""
+        """Return pod UID -> (namespace, name) from the pod log directories' names (parsed
+        again only when the listing is a new one: the root keeps an unchanged directory's)."""
         try:
             names = self.fs.listdir(POD_LOGS, "pod_logs")
+        except Cut as err:  # counted; the names listed before the cut are used
+            errors.read(err)
+            names = err.names
         except SourceError as err:
             errors.read(err)
             return {}
+        if names is None:
+            return {}
+        if names is self._log_dirs[0]:
+            return dict(self._log_dirs[1])
         out: dict[str, tuple[str, str]] = {}
-        for name in names or ():
+        for name in names:
             p = parse_pod_log_dir(name)
             if p is not None:
                 out[p.uid] = (p.namespace, p.pod)
-        return out
+        self._log_dirs = (names, out)
+        return dict(out)
 
     # --- the view ----------------------------------------------------------------------
 
