@@ -13,12 +13,17 @@ has an unknown format or a checksum the kubelet would refuse, names nodes or CPU
 does not have (``numa_exporter_parse_errors_total``). Nothing else is lost: the rest of the
 view is built from what could be read. On a host without pods nothing is read at all.
 
-Checkpoints are parsed again only when their file changed (the kubelet replaces them by
-rename: a new inode); runtime specs once per container.
+Checkpoints are parsed and verified once per file version (device, inode, size and mtime:
+the kubelet replaces them by rename) and kept; runtime specs once per container. Verifying a
+new version is bounded by the scan's deadline: it is not started once the deadline has
+passed, nor when the rate measured on the last verification says it would end past it; the
+file is then counted as not verified in time (``numa_exporter_parse_errors_total``), its
+assignments are left out this scan, and it is tried again the next.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -53,6 +58,7 @@ log = structlog.get_logger("numa_exporter.kubernetes")
 T = TypeVar("T")
 C = TypeVar("C", bound=CheckpointResult)
 MAX_SPEC_CACHE = 4096  # runtime specs kept between reads (containers seen recently)
+LATE = "not verified before the scan's deadline; left out this scan, tried again the next"
 
 @dataclass(frozen=True, slots=True)
 class _Cached:
@@ -108,9 +114,10 @@ class _Builder:
 class KubernetesReader:
     """Reads the node's Kubernetes files under a root; keeps what it parsed between reads."""
 
-    def __init__(self, fs: RootFS) -> None:
-        self.fs = fs
+    def __init__(self, fs: RootFS, clock: Callable[[], float] = time.monotonic) -> None:
+        self.fs, self.clock = fs, clock
         self._checkpoints: dict[str, _Cached] = {}
+        self._seconds_per_byte: dict[str, float] = {}  # of the last verification of each
         self._specs: dict[str, OciConfig | None] = {}
         self._quiet_said = False
         self._log_dirs: tuple[tuple[str, ...], dict[str, tuple[str, str]]] = ((), {})
@@ -118,19 +125,30 @@ class KubernetesReader:
     # --- files -------------------------------------------------------------------------
 
     def _usable_checkpoint(self, name: str, source: str, limit: int,
-                           parse: Callable[[bytes], C], errors: ErrorReporter) -> C | None:
+                           parse: Callable[[bytes], C], errors: ErrorReporter,
+                           deadline: float | None = None) -> C | None:
         """Return the parsed kubelet checkpoint ``name`` when its assignments can be used;
-        None when it is absent, unreadable or refused. Its errors are reported each call."""
-        found = self._checkpoint(name, source, limit, parse, errors)
+        None when it is absent, unreadable, refused or not verified by ``deadline``. Its
+        errors are reported each call."""
+        found = self._checkpoint(name, source, limit, parse, errors, deadline)
         if found is None:
             return None
         self._report(source, self.fs.kubelet_path(name), found.error, found.error_count,
                      errors)
         return found if found.usable else None
 
+    def _late(self, host_path: str, size: int, deadline: float | None) -> bool:
+        """Return whether verifying ``size`` bytes of ``host_path`` now would end past
+        ``deadline`` (already past, or so the rate of its last verification says)."""
+        if deadline is None:
+            return False
+        return self.clock() + size * self._seconds_per_byte.get(host_path, 0.0) > deadline
+
     def _checkpoint(self, name: str, source: str, limit: int,
-                    parse: Callable[[bytes], T], errors: ErrorReporter) -> T | None:
-        """Return the parsed kubelet checkpoint ``name``, from cache while it is unchanged."""
+                    parse: Callable[[bytes], T], errors: ErrorReporter,
+                    deadline: float | None = None) -> T | None:
+        """Return the parsed kubelet checkpoint ``name``, from cache while it is unchanged;
+        None when absent, unreadable or not verified by ``deadline`` (counted)."""
         host_path = self.fs.kubelet_path(name)
         sig = self.fs.signature(host_path)
         if sig is None:
@@ -140,6 +158,10 @@ class KubernetesReader:
         if cached is not None and cached.signature == sig:
             value: T = cached.value
             return value
+        if self._late(host_path, sig[2], deadline):
+            errors.parse(source, host_path, error=LATE)
+            return None
+        started = self.clock()
         try:
             data = self.fs.read(host_path, source, limit)
         except SourceError as err:
@@ -152,6 +174,7 @@ class KubernetesReader:
         except Exception as exc:  # a parser bug costs this file, never the scan
             errors.bug(source, host_path, exc)
             return None
+        self._seconds_per_byte[host_path] = (self.clock() - started) / max(len(data), 1)
         self._checkpoints[host_path] = _Cached(sig, parsed)
         return parsed
 
@@ -213,13 +236,14 @@ class KubernetesReader:
     # --- the view ----------------------------------------------------------------------
 
     def scan(self, cpu_node: Mapping[int, int], nodes: frozenset[int],
-             errors: ErrorReporter) -> KubernetesScan:
+             errors: ErrorReporter, deadline: float | None = None) -> KubernetesScan:
         """Return a new scan's session: cgroups are looked up as processes are read.
 
         ``cpu_node`` maps each CPU of the host to its node, ``nodes`` are the host's nodes;
-        an assignment naming others is reported and left without them.
+        an assignment naming others is reported and left without them. ``deadline`` (on
+        the reader's clock) bounds the verification of changed checkpoints.
         """
-        return KubernetesScan(self, cpu_node, nodes, errors)
+        return KubernetesScan(self, cpu_node, nodes, errors, deadline)
 
     def read(self, groups: Iterable[ProcCgroup], cpu_node: Mapping[int, int],
              nodes: frozenset[int], errors: ErrorReporter) -> KubernetesView:
@@ -255,8 +279,9 @@ class KubernetesScan:
     a pod cgroup; ``view()`` ends it."""
 
     def __init__(self, reader: KubernetesReader, cpu_node: Mapping[int, int],
-                 nodes: frozenset[int], errors: ErrorReporter) -> None:
-        self.reader, self.errors = reader, errors
+                 nodes: frozenset[int], errors: ErrorReporter,
+                 deadline: float | None = None) -> None:
+        self.reader, self.errors, self.deadline = reader, errors, deadline
         self._b = _Builder(nodes, cpu_node)
         self._cgroups: dict[str, ContainerRef] = {}
         self._pods: dict[str, tuple[str, str]] | None = None
@@ -323,13 +348,14 @@ class KubernetesScan:
         if self._loaded:
             return
         self._loaded = True
-        r, errors, b = self.reader, self.errors, self._b
+        r, errors, b, end = self.reader, self.errors, self._b, self.deadline
         cpu = r._usable_checkpoint(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
-                                   cms.parse_cpu_manager_state, errors)
+                                   cms.parse_cpu_manager_state, errors, end)
         mem = r._usable_checkpoint(MEMORY_MANAGER_STATE, "memory_manager_state",
-                                   mms.MAX_BYTES, mms.parse_memory_manager_state, errors)
+                                   mms.MAX_BYTES, mms.parse_memory_manager_state, errors, end)
         dev = r._usable_checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
-                                   kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors)
+                                   kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors,
+                                   end)
         if cpu is not None:
             b.cpus.update(cpu.containers)
             b.cpus_by_id.update(cpu.by_container_id)
