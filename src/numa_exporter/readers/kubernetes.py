@@ -16,8 +16,9 @@ view is built from what could be read. On a host without pods nothing is read at
 Checkpoints are parsed and verified once per file version (device, inode, size and mtime:
 the kubelet replaces them by rename) and kept; runtime specs once per container. Verifying a
 new version is bounded by the scan's deadline: it is not started once the deadline has
-passed, nor when the rate measured on the last verification says it would end past it; the
-file is then counted as not verified in time (``numa_exporter_parse_errors_total``), its
+passed, nor when the CPU time per byte of the file's last verification says it would end
+past it (CPU time, so that a busy machine does not make the estimate refuse the file for
+good); the file is then counted as not verified in time (``numa_exporter_parse_errors_total``), its
 assignments are left out this scan, and it is tried again the next.
 """
 
@@ -114,8 +115,9 @@ class _Builder:
 class KubernetesReader:
     """Reads the node's Kubernetes files under a root; keeps what it parsed between reads."""
 
-    def __init__(self, fs: RootFS, clock: Callable[[], float] = time.monotonic) -> None:
-        self.fs, self.clock = fs, clock
+    def __init__(self, fs: RootFS, clock: Callable[[], float] = time.monotonic,
+                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
+        self.fs, self.clock, self.cpu_clock = fs, clock, cpu_clock
         self._checkpoints: dict[str, _Cached] = {}
         self._seconds_per_byte: dict[str, float] = {}  # of the last verification of each
         self._specs: dict[str, OciConfig | None] = {}
@@ -139,7 +141,8 @@ class KubernetesReader:
 
     def _late(self, host_path: str, size: int, deadline: float | None) -> bool:
         """Return whether verifying ``size`` bytes of ``host_path`` now would end past
-        ``deadline`` (already past, or so the rate of its last verification says)."""
+        ``deadline`` (already past, or so the CPU time per byte of its last verification
+        says)."""
         if deadline is None:
             return False
         return self.clock() + size * self._seconds_per_byte.get(host_path, 0.0) > deadline
@@ -161,7 +164,7 @@ class KubernetesReader:
         if self._late(host_path, sig[2], deadline):
             errors.parse(source, host_path, error=LATE)
             return None
-        started = self.clock()
+        started = self.cpu_clock()
         try:
             data = self.fs.read(host_path, source, limit)
         except SourceError as err:
@@ -174,7 +177,7 @@ class KubernetesReader:
         except Exception as exc:  # a parser bug costs this file, never the scan
             errors.bug(source, host_path, exc)
             return None
-        self._seconds_per_byte[host_path] = (self.clock() - started) / max(len(data), 1)
+        self._seconds_per_byte[host_path] = (self.cpu_clock() - started) / max(len(data), 1)
         self._checkpoints[host_path] = _Cached(sig, parsed)
         return parsed
 
