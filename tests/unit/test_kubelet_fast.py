@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from numa_exporter.parsers.kubelet_internal_checkpoint import parse_kubelet_inte
 from numa_exporter.parsers.memory_manager_state import parse_memory_manager_state
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kubernetes import KubernetesReader
+from numa_exporter.sources.deadline import Deadline
 from numa_exporter.sources.rootfs import DEVICE_CHECKPOINT, RootFS
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "kubelet"
@@ -124,13 +126,13 @@ def test_unchanged_checkpoint_is_verified_once(tmp_path: Path,
     errors = ErrorReporter(quiet=True)
     for _ in range(3):
         got = reader._checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint", 1 << 22,
-                                 parse_kubelet_internal_checkpoint, errors, 1e9)
+                                 parse_kubelet_internal_checkpoint, errors, Deadline(None))
         assert got is not None and got.checksum == "verified"
     assert len(hashed) == 1  # the cache kept the verified result
     path = root / "var" / "lib" / "kubelet" / DEVICE_CHECKPOINT
     _replace(path, path.read_bytes())  # same bytes, a new inode: a new version
     reader._checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint", 1 << 22,
-                       parse_kubelet_internal_checkpoint, errors, 1e9)
+                       parse_kubelet_internal_checkpoint, errors, Deadline(None))
     assert len(hashed) == 2 and errors.parse_errors == {}
 
 
@@ -144,19 +146,26 @@ def test_a_version_that_cannot_be_verified_in_time_is_counted_not_waited_for(
         clock.now += 1.0
         return real(data)
 
-    reader = KubernetesReader(RootFS(root), clock=clock, cpu_clock=clock)
+    reader = KubernetesReader(RootFS(root), cpu_clock=clock)
     errors = ErrorReporter(quiet=True)
     args = (DEVICE_CHECKPOINT, "kubelet_internal_checkpoint", 1 << 22, slow, errors)
-    assert reader._checkpoint(*args, clock.now + 5.0) is not None  # rate measured: 1 s
+
+    def within(seconds: float) -> Deadline:
+        return Deadline(clock.now + seconds, clock=clock)
+
+    assert reader._checkpoint(*args, within(5.0)) is not None  # cost measured: 1 s
     path = root / "var" / "lib" / "kubelet" / DEVICE_CHECKPOINT
     _replace(path, path.read_bytes() + b" ")  # a new version
     before = clock.now
-    assert reader._checkpoint(*args, clock.now + 0.5) is None  # would end past the deadline
+    assert reader._checkpoint(*args, within(0.5)) is None  # would end past the deadline
     assert clock.now == before  # not started
     assert errors.parse_errors == {"kubelet_internal_checkpoint": 1}
-    assert reader._checkpoint(*args, clock.now - 1.0) is None  # deadline already passed
-    assert errors.parse_errors == {"kubelet_internal_checkpoint": 2}
-    got = reader._checkpoint(*args, clock.now + 5.0)  # time enough: verified, kept
+    assert reader._checkpoint(*args, within(-1.0)) is None  # the deadline has passed
+    stopping = threading.Event()
+    stopping.set()
+    assert reader._checkpoint(*args, Deadline(None, stopping, clock)) is None  # stopping
+    assert errors.parse_errors == {"kubelet_internal_checkpoint": 3}
+    got = reader._checkpoint(*args, within(5.0))  # time enough: verified, kept
     assert got is not None and got.checksum == "verified"
-    assert reader._checkpoint(*args, clock.now - 1.0) is got  # unchanged: no work, no error
-    assert errors.parse_errors == {"kubelet_internal_checkpoint": 2}
+    assert reader._checkpoint(*args, within(-1.0)) is got  # unchanged: no work, no error
+    assert errors.parse_errors == {"kubelet_internal_checkpoint": 3}

@@ -42,6 +42,7 @@ from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
 from numa_exporter.parsers.pod_log_dir import parse_pod_log_dir
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.sources.deadline import Deadline
 from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.rootfs import (
     CONTAINERD_TASKS,
@@ -115,9 +116,9 @@ class _Builder:
 class KubernetesReader:
     """Reads the node's Kubernetes files under a root; keeps what it parsed between reads."""
 
-    def __init__(self, fs: RootFS, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, fs: RootFS,
                  cpu_clock: Callable[[], float] = time.thread_time) -> None:
-        self.fs, self.clock, self.cpu_clock = fs, clock, cpu_clock
+        self.fs, self.cpu_clock = fs, cpu_clock
         self._checkpoints: dict[str, _Cached] = {}
         self._seconds_per_byte: dict[str, float] = {}  # of the last verification of each
         self._specs: dict[str, OciConfig | None] = {}
@@ -128,7 +129,7 @@ class KubernetesReader:
 
     def _usable_checkpoint(self, name: str, source: str, limit: int,
                            parse: Callable[[bytes], C], errors: ErrorReporter,
-                           deadline: float | None = None) -> C | None:
+                           deadline: Deadline | None = None) -> C | None:
         """Return the parsed kubelet checkpoint ``name`` when its assignments can be used;
         None when it is absent, unreadable, refused or not verified by ``deadline``. Its
         errors are reported each call."""
@@ -139,17 +140,20 @@ class KubernetesReader:
                      errors)
         return found if found.usable else None
 
-    def _late(self, host_path: str, size: int, deadline: float | None) -> bool:
+    def _late(self, host_path: str, size: int, deadline: Deadline | None) -> bool:
         """Return whether verifying ``size`` bytes of ``host_path`` now would end past
-        ``deadline`` (already past, or so the CPU time per byte of its last verification
-        says)."""
+        ``deadline`` (already past or the exporter stopping, or so the CPU time per byte of
+        its last verification says)."""
         if deadline is None:
             return False
-        return self.clock() + size * self._seconds_per_byte.get(host_path, 0.0) > deadline
+        if deadline.expired():
+            return True
+        cost = size * self._seconds_per_byte.get(host_path, 0.0)
+        return deadline.at is not None and deadline.clock() + cost > deadline.at
 
     def _checkpoint(self, name: str, source: str, limit: int,
                     parse: Callable[[bytes], T], errors: ErrorReporter,
-                    deadline: float | None = None) -> T | None:
+                    deadline: Deadline | None = None) -> T | None:
         """Return the parsed kubelet checkpoint ``name``, from cache while it is unchanged;
         None when absent, unreadable or not verified by ``deadline`` (counted)."""
         host_path = self.fs.kubelet_path(name)
@@ -239,12 +243,12 @@ class KubernetesReader:
     # --- the view ----------------------------------------------------------------------
 
     def scan(self, cpu_node: Mapping[int, int], nodes: frozenset[int],
-             errors: ErrorReporter, deadline: float | None = None) -> KubernetesScan:
+             errors: ErrorReporter, deadline: Deadline | None = None) -> KubernetesScan:
         """Return a new scan's session: cgroups are looked up as processes are read.
 
         ``cpu_node`` maps each CPU of the host to its node, ``nodes`` are the host's nodes;
-        an assignment naming others is reported and left without them. ``deadline`` (on
-        the reader's clock) bounds the verification of changed checkpoints.
+        an assignment naming others is reported and left without them. ``deadline`` bounds
+        the verification of changed checkpoints.
         """
         return KubernetesScan(self, cpu_node, nodes, errors, deadline)
 
@@ -283,7 +287,7 @@ class KubernetesScan:
 
     def __init__(self, reader: KubernetesReader, cpu_node: Mapping[int, int],
                  nodes: frozenset[int], errors: ErrorReporter,
-                 deadline: float | None = None) -> None:
+                 deadline: Deadline | None = None) -> None:
         self.reader, self.errors, self.deadline = reader, errors, deadline
         self._b = _Builder(nodes, cpu_node)
         self._cgroups: dict[str, ContainerRef] = {}

@@ -114,8 +114,7 @@ class Scanner:
         self.table = ProcessTable(WarmupRule(config.warmup_age, config.warmup_scans,
                                              config.warmup_rss_tolerance))
         self.topology = empty_topology()
-        self.kube = KubernetesReader(RootFS(config.roots.rootfs, config.kubelet_root_dir),
-                                     clock=lambda: self.clock())
+        self.kube = KubernetesReader(RootFS(config.roots.rootfs, config.kubelet_root_dir))
         self.kubernetes_view = KubernetesView()  # of the last scan (or sample_one)
         self.screened = ScreenMemo()  # processes screened out, while they have not run
         self.reader = ProcessReader(config, self.errors, self.table, self.accel,
@@ -213,7 +212,8 @@ class Scanner:
             topo = system.topology
             self.reader.kube = self.kube.scan(topo.node_of_cpu(), frozenset(topo.nodes),
                                               self.errors,
-                                              self.clock() + self.config.scan_budget)
+                                              Deadline(self.clock() + self.config.scan_budget,
+                                                       self.stop_event, self.clock))
 
     def _end_kubernetes(self, samples: list[ProcessSample]) -> KubernetesView:
         """Return the session's view, with the pods of processes kept from earlier scans."""
