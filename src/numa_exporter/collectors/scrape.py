@@ -21,19 +21,19 @@ SUCCESS = MetricSpec(
     "1 when the collector built its families from the last snapshot, 0 when it failed (its "
     "families are then left out; the others are served). node_exporter calls this "
     "node_scrape_collector_success.",
-    ("collector",))
+    ("collector",), bounds=(("collector", 11),))
 DURATION = MetricSpec(
     "numa_exporter_collector_duration_seconds", "gauge",
     "Seconds the collector took to build its families from the last snapshot. "
     "node_exporter calls this node_scrape_collector_duration_seconds.",
-    ("collector",))
+    ("collector",), bounds=(("collector", 11),))
 
 SERIES = MetricSpec(
     "numa_exporter_series", "gauge",
     "Series (samples) the collector served in the last rendering, after --process.detail-above "
     "left out what it trims; the sum over collectors is the exporter's own series budget "
     "(without process_*, python_* and numa_exporter_web_*).",
-    ("collector",))
+    ("collector",), bounds=(("collector", 11),))
 
 SPECS = (SUCCESS, DURATION, SERIES)
 

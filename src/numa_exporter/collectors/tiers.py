@@ -84,12 +84,12 @@ LATENCY = MetricSpec(
     "numa_node_access_latency_seconds", "gauge",
     f"Access latency to the node's memory {_HMAT}",
     ("node", "initiator", "access_class", "op"),
-    bounds=(("node", "nodes"), ("initiator", "nodes"), ("access_class", 2), ("op", 2)))
+    bounds=(("node", "nodes"), ("initiator", 1), ("access_class", 2), ("op", 2)))
 BANDWIDTH = MetricSpec(
     "numa_node_access_bandwidth_bytes_per_second", "gauge",
     f"Access bandwidth to the node's memory {_HMAT}",
     ("node", "initiator", "access_class", "op"),
-    bounds=(("node", "nodes"), ("initiator", "nodes"), ("access_class", 2), ("op", 2)))
+    bounds=(("node", "nodes"), ("initiator", 1), ("access_class", 2), ("op", 2)))
 DEMOTION = MetricSpec(
     "numa_memory_demotion_enabled", "gauge",
     "1 when reclaim demotes pages to a slower memory tier instead of discarding them "
@@ -98,7 +98,7 @@ NODE_VMSTAT = MetricSpec(
     "numa_node_vmstat_<field>_total", "counter",
     "Kernel counter <field> of node<N>/vmstat (one family per pgpromote_* and pgdemote_* "
     "field the kernel prints: pages promoted to or demoted from the node's tier).",
-    ("node",), pattern=True)
+    ("node",), pattern=True, bounds=(("node", "nodes"), ("<field>", 5)))
 
 PROCESS_SPECS = (HINT_FAULTS, FAULT_RATIO, LOCALITY_BYTES, LOCALITY_RATIO, TIER_BYTES,
                  CPU_SPAN, MEMORY_SPAN)
