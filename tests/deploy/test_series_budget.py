@@ -114,6 +114,19 @@ def test_default_is_fleet_safe_on_eight_nodes_with_200_processes(start_daemon: A
                    if line.startswith("numa_exporter_series{"))
     own = [m for m in samples if not m.group(1).startswith(NOT_COUNTED)]
     assert declared == len(own)
+    # numa_exporter_scrape_bytes is the size of the snapshot part: all but the per-scrape
+    # families, which follow it (a scan may publish between the rendering and the read of
+    # the size: polled, a few scrapes)
+    for _ in range(10):
+        body = d.metrics().encode()
+        head = body[:body.index(b"# HELP process_")]
+        size = re.search(rb'^numa_exporter_scrape_bytes\{encoding="identity",format="text"\} '
+                         rb"(\S+)$", body, re.M)
+        assert size is not None
+        if float(size.group(1)) == len(head):
+            break
+    else:
+        pytest.fail(f"numa_exporter_scrape_bytes {size.group(1)!r}, rendered {len(head)}")
     # each per-process family within the table's bound for N=8
     per: Counter[tuple[str, str]] = Counter()
     for m in samples:
