@@ -1,0 +1,137 @@
+"""A sampled read that carries what earlier reads of the process learned and follows a panel
+of its pages: the reader side of :mod:`numa_exporter.model.sample_memory`.
+
+Per read, within the query budget the scan gives (``max_queries``):
+
+1. When the host migrated any page since the last read (its ``pgmigrate_success`` moved, or
+   it is unknown), the followed pages are queried again: those on another node moved.
+   At most a quarter of the budget goes to the panel (it is trimmed to fit).
+2. The panel is topped up with fresh draws (resident ones join, the oldest leave).
+3. The rest of the budget draws the fresh estimate, to which each kind's carried node
+   counts are added where the evidence says they still stand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable, Sequence
+
+from numa_exporter.model.sample_memory import (
+    PANEL_PAGES,
+    PANEL_REFRESH,
+    Followed,
+    Panel,
+    SampleMemory,
+    combine,
+    follow,
+    kept_counts,
+    migrated_since,
+    moved_bytes,
+    refill,
+    shape_of,
+)
+from numa_exporter.model.sampling import PlacementEstimate, Stratum, draw_addresses
+from numa_exporter.parsers.numa_maps import Kind
+
+#: addresses in, one status per address out (node id or -errno); raises like move_pages.
+Query = Callable[[Sequence[int]], Sequence[int]]
+#: the fresh estimate, given the queries it may make (None: the default budget).
+Estimate = Callable[[int | None], PlacementEstimate]
+
+
+def _trim(panel: dict[Kind, Panel], allowance: int) -> dict[Kind, Panel]:
+    """Return the panel cut to at most ``allowance`` pages, each kind in proportion (the
+    newest pages kept)."""
+    total = sum(len(p) for p in panel.values())
+    if total <= allowance:
+        return panel
+    out: dict[Kind, Panel] = {}
+    for kind, p in panel.items():
+        keep = len(p) * allowance // total
+        out[kind] = Panel(p.addresses[len(p) - keep:], p.nodes[len(p) - keep:])
+    return out
+
+
+def recheck(panel: dict[Kind, Panel], query: Query, check: Callable[[], None]
+            ) -> dict[Kind, Followed]:
+    """Return what querying every panel page again shows, per kind."""
+    out: dict[Kind, Followed] = {}
+    for kind, p in panel.items():
+        if not len(p):
+            continue
+        check()
+        out[kind] = follow(p, query(p.addresses))
+    return out
+
+
+def top_up(panel: dict[Kind, Panel], strata: dict[Kind, Stratum], totals: dict[Kind, int],
+           pages: int, query: Query, rng: random.Random, check: Callable[[], None]
+           ) -> tuple[dict[Kind, Panel], int]:
+    """Return the panel with ``pages`` fresh draws made over the strata in proportion to
+    their resident bytes (the resident ones added, the oldest beyond
+    :data:`PANEL_PAGES` dropped), and the queries made."""
+    weights = {k: totals.get(k, 0) for k in strata if totals.get(k, 0) > 0}
+    whole = sum(weights.values())
+    out = dict(panel)
+    used = 0
+    if pages <= 0 or not whole:
+        return out, used
+    for kind, w in weights.items():
+        n = max(1, pages * w // whole)
+        limit = max(1, PANEL_PAGES * w // whole)
+        addrs = draw_addresses(strata[kind], n, rng)
+        check()
+        statuses = query(addrs)
+        used += n
+        out[kind] = refill(out.get(kind, Panel()), addrs, statuses, limit)
+    return out, used
+
+
+def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
+                     strata: dict[Kind, Stratum], totals: dict[Kind, int], query: Query,
+                     estimate: Estimate, *, host_migrated: int | None,
+                     max_queries: int | None, rng: random.Random,
+                     between: Callable[[], None] | None = None) -> PlacementEstimate:
+    """Return the estimate of one read with the carried counts added and ``moved`` set,
+    and update ``memory`` for the next read.
+
+    ``frame``: the strata of maps as parsed (their identity says whether the mappings
+    changed); ``strata``: as drawn from (perhaps narrowed); ``host_migrated``: the host's
+    migrated-pages counter now (None: unknown, the panel is then always queried).
+    """
+    check = between or (lambda: None)
+    allowance = PANEL_PAGES if max_queries is None else max(max_queries // 4, 0)
+    quiet = migrated_since(memory.host_migrated, host_migrated) == 0
+    panel = {k: p for k, p in memory.panel.items() if k in strata}
+    followed: dict[Kind, Followed] = {}
+    used = 0
+    if not quiet and panel:
+        panel = _trim(panel, allowance)
+        followed = recheck(panel, query, check)
+        used = sum(len(p) for p in panel.values())
+        panel = {k: f.panel for k, f in followed.items()}
+    have = sum(len(p) for p in panel.values())
+    want = PANEL_PAGES - have if have < PANEL_PAGES else PANEL_REFRESH
+    panel, drawn = top_up(panel, strata, totals, min(want, allowance - used), query, rng,
+                          check)
+    used += drawn
+    est = estimate(None if max_queries is None else max(max_queries - used, 0))
+    kind_bytes = {s.kind: s.bytes for s in est.strata}
+    moved: dict[tuple[int, int], int] | None
+    if quiet and memory.panel:
+        moved = {}
+    elif followed:
+        moved = moved_bytes(followed, kind_bytes)
+    else:
+        moved = None
+    carried: dict[Kind, dict[int, float]] = {}
+    shapes: dict[Kind, int] = {}
+    for kind, s in frame.items():
+        shapes[kind] = shape_of(s)
+        unsure = not quiet and (kind not in followed or bool(followed[kind].moves))
+        carried[kind] = kept_counts(memory, kind, shapes[kind], totals.get(kind, 0), unsure)
+    out, keep = combine(est, carried)
+    memory.shapes, memory.totals, memory.counts = shapes, dict(totals), keep
+    memory.panel, memory.host_migrated = panel, host_migrated
+    return dataclasses.replace(out, moved=moved, samples=out.samples + used)
