@@ -31,6 +31,7 @@ from numa_exporter.model.kubernetes import (
     kubelet_mismatches,
 )
 from numa_exporter.model.process_state import ProcessState, ProcessTable
+from numa_exporter.model.sample_memory import SampleMemory, host_migrated_pages
 from numa_exporter.model.snapshot import AcceleratorUse, ProcessSample, SystemSample
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.model.topology import Topology
@@ -110,8 +111,23 @@ class SampledPlacement(Protocol):
         """Return the resident bytes status counts that the estimate could not place."""
         ...
 
+    @property
+    def path(self) -> str:
+        """Return how the pages were drawn: move_pages or pagemap_scan."""
+        ...
+
+    @property
+    def moved(self) -> Mapping[tuple[int, int], int] | None:
+        """Return the bytes seen moving per (from, to) node since the previous read (None:
+        no evidence either way)."""
+        ...
+
     def remote_ratio_stderr(self, home: frozenset[int]) -> float:
         """Return the standard error of the remote ratio against ``home``."""
+        ...
+
+    def node_bytes_stderr(self) -> float:
+        """Return the largest standard error of the bytes on one node."""
         ...
 
 
@@ -120,11 +136,15 @@ class SampledReader(Protocol):
 
     def __call__(self, files: ProcessFiles, status: PidStatus, *,
                  max_queries: int | None = None,
-                 between: Callable[[], None] | None = None) -> SampledPlacement:
+                 between: Callable[[], None] | None = None,
+                 memory: SampleMemory | None = None,
+                 host_migrated: int | None = None) -> SampledPlacement:
         """Return the estimate; raise Gone/Denied/SourceError like a file read.
 
         At most ``max_queries`` pages are queried; ``between`` is called before each batch
-        of queries and raises Abandoned at the scan's deadline.
+        of queries and raises Abandoned at the scan's deadline. ``memory`` is what earlier
+        reads of the process learned (updated by the read), ``host_migrated`` the host's
+        migrated-pages counter now (None: unknown).
         """
         ...
 
@@ -329,8 +349,8 @@ class ProcessReader:
         return True
 
     def place(self, cand: Candidate, st: ProcessState, method: str, bound: Bound,
-              max_queries: int | None = None, between: Callable[[], None] | None = None
-              ) -> Placement:
+              max_queries: int | None = None, between: Callable[[], None] | None = None,
+              host_migrated: int | None = None) -> Placement:
         """Return where the process's pages are, by the planned method.
 
         A sampled estimate carries the memory policies of the last full read, if any (only
@@ -338,7 +358,10 @@ class ProcessReader:
         """
         files = cand.files
         if method == "sampled" and self.sampled is not None:
-            est = self.sampled(files, cand.status, max_queries=max_queries, between=between)
+            if st.sampled is None:
+                st.sampled = SampleMemory()
+            est = self.sampled(files, cand.status, max_queries=max_queries, between=between,
+                               memory=st.sampled, host_migrated=host_migrated)
             if est.parse_errors:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
             memory = self.known_nodes(est.bytes, f"{files.path}/maps")
@@ -488,11 +511,12 @@ class ProcessReader:
         method = plan_.method if plan_ is not None else "full"
         threads, weights, by_node = self.threads(files, st, self.over(deadline, stop))
         hold = [0.0]
+        host_migrated = host_migrated_pages(system.vmstat)
         c0 = self.cpu()
         try:
             pl = self.place(cand, st, method, self.bounded(deadline, stop, hold),
                             plan_.max_queries if plan_ is not None else None,
-                            self.past(deadline, stop))
+                            self.past(deadline, stop), host_migrated)
         except Denied:
             st.denied = True
             raise
@@ -542,10 +566,17 @@ class ProcessReader:
         if cfg.enabled("drift"):
             age = now.steady - start_time if btime is not None else None
             drift = st.drift.observe(self.table.rule, age, cand.status.vm_rss or 0,
-                                     node_bytes, loc.remote_ratio)
+                                     node_bytes, loc.remote_ratio,
+                                     host_migrated=host_migrated,
+                                     moved=pl.estimate.moved if pl.estimate else None,
+                                     exact=pl.estimate is None)
         st.reads += 1
         st.abandoned = 0
         est = pl.estimate
+        if est is not None:
+            log.debug("sampled placement", pid=cand.pid, path=est.path, samples=est.samples,
+                      node_bytes_stderr=round(est.node_bytes_stderr()),
+                      moved=dict(est.moved) if est.moved is not None else None)
         return ProcessSample(
             pid=cand.pid,
             comm=stat.comm or cand.status.name,
@@ -572,6 +603,8 @@ class ProcessReader:
             samples=est.samples if est is not None else None,
             remote_ratio_stderr=est.remote_ratio_stderr(home.nodes) if est is not None
             else None,
+            path=est.path if est is not None else "full",
+            node_bytes_stderr=est.node_bytes_stderr() if est is not None else None,
             next_scan_timestamp=(now.wall_of(plan_.next_due) if plan_ is not None
                                  else now.wall),
             full_read_cpu=st.costs.full_cpu,
