@@ -15,11 +15,14 @@ ways of reading a process:
   (:mod:`numa_exporter.model.sample_memory`): never the difference of two estimates, which
   is mostly sampling noise.
 
-Both are gated on the host's own migration counter: when the host migrated no page at all
-since the previous read of the process, nothing of it moved (a page freed on one node and
-one allocated on another in between is allocation, not movement). Where the counter is
-unknown the gate stays open. A full read after a sampled one (or the reverse) compares
-nothing: the sampled read counted its own interval.
+Both are gated on the host's own migration counter (``pgmigrate_success``): when the host
+migrated no page at all since the previous read, nothing of the process moved (a page freed
+on one node and one allocated on another in between is allocation, not movement). The
+kernel adds to that counter when a migrate_pages call *ends*, so a full read keeps its
+baseline while the gate is shut and compares against it once the counter moves; the sampled
+reader also checks its fresh sample against what it carried (``readers/sampled_memory.py``).
+Where the counter is unknown the gate stays open. A full read after a sampled one (or the
+reverse) compares nothing: the sampled read counted its own interval.
 """
 
 from __future__ import annotations
@@ -85,12 +88,15 @@ class DriftTrack:
         quiet = migrated_since(self.host_migrated, host_migrated) == 0
         self.host_migrated = host_migrated
         if exact:
-            if self.last_nodes is not None and not quiet:
-                self._count(balanced_moves(self.last_nodes, node_bytes))
-            self.last_nodes = dict(node_bytes)
+            if self.last_nodes is None or not quiet:
+                if self.last_nodes is not None:
+                    self._count(balanced_moves(self.last_nodes, node_bytes))
+                self.last_nodes = dict(node_bytes)
+            # quiet: the baseline stays, so a migration the counter shows only later (it
+            # is added to when a migrate_pages call ends) is still counted then
         else:
-            if moved and not quiet:
-                self._count(moved)
+            if moved:
+                self._count(moved)  # the sampled reader applied the gate itself
             self.last_nodes = None
         self.rss.append(rss)
         self.ratios.append(remote_ratio)

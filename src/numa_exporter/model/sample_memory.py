@@ -27,6 +27,7 @@ and one count per (kind, node).
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -93,6 +94,9 @@ class SampleMemory:
     counts: dict[Kind, dict[int, float]] = field(default_factory=dict)  # carried samples
     panel: dict[Kind, Panel] = field(default_factory=dict)
     host_migrated: int | None = None  # the host's counter at the last read
+    # the last read found its fresh sample at odds with what was carried, or saw pages move:
+    # the next read queries the panel whatever the host's counter says
+    suspect: bool = False
 
     def panel_pages(self) -> int:
         """Return the number of pages followed."""
@@ -185,6 +189,35 @@ def kept_counts(memory: SampleMemory, kind: Kind, shape: int, total: int, moved:
     if moved or memory.shapes.get(kind) != shape or not stable(memory.totals.get(kind), total):
         return {}
     return dict(memory.counts.get(kind, {}))
+
+
+#: Standard errors by which a fresh share must differ from the carried one to count as a
+#: change (four: a false alarm about once in 16,000 node-reads), and the least samples.
+CHANGE_Z = 4.0
+CHANGE_SAMPLES = 8
+
+
+def at_odds(carried: Mapping[int, float], fresh: Iterable[tuple[int, int]]) -> bool:
+    """Return whether a fresh sample's node shares differ from the carried ones by more
+    than sampling explains: on some node by over :data:`CHANGE_Z` standard errors of the
+    difference of two proportions and by at least :data:`CHANGE_SAMPLES` samples.
+
+    The host's migration counter is added to only when a migrate_pages call ends, so a
+    long migration (a big migrate_pages(2), mbind or move_pages) looks quiet while it
+    runs; the fresh sample shows it."""
+    got = dict(fresh)
+    m = sum(got.values())
+    w = sum(carried.values())
+    if not m or w <= 0:
+        return False
+    for n in set(got) | set(carried):
+        f, c = got.get(n, 0), carried.get(n, 0.0)
+        pooled = (f + c) / (m + w)
+        se = math.sqrt(pooled * (1 - pooled) * (1 / m + 1 / w))
+        diff = abs(f / m - c / w)
+        if diff * m >= CHANGE_SAMPLES and diff > CHANGE_Z * se:
+            return True
+    return False
 
 
 def _allocate(total: int, counts: Mapping[int, float]) -> dict[int, int]:

@@ -4,11 +4,16 @@ of its pages: the reader side of :mod:`numa_exporter.model.sample_memory`.
 Per read, within the query budget the scan gives (``max_queries``):
 
 1. When the host migrated any page since the last read (its ``pgmigrate_success`` moved, or
-   it is unknown), the followed pages are queried again: those on another node moved.
-   At most a quarter of the budget goes to the panel (it is trimmed to fit).
-2. The panel is topped up with fresh draws (resident ones join, the oldest leave).
+   it is unknown), or the last read was suspect (its fresh sample at odds with the carried
+   counts, or panel pages seen moving), the followed pages are queried again: those on
+   another node moved. At most a quarter of the budget goes to the panel (trimmed to fit).
+2. Unless pages are moving, the panel is topped up with fresh draws (resident ones join,
+   the oldest leave): a page that joins after it moved would hide its move.
 3. The rest of the budget draws the fresh estimate, to which each kind's carried node
-   counts are added where the evidence says they still stand.
+   counts are added where the evidence says they still stand: the host or the panel says
+   nothing moved, the mappings and resident bytes are the same, and the fresh sample is
+   not at odds with them (a long migrate_pages call adds to the host's counter only when
+   it ends; the fresh sample shows it while it runs).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from numa_exporter.model.sample_memory import (
     Followed,
     Panel,
     SampleMemory,
+    at_odds,
     combine,
     follow,
     kept_counts,
@@ -106,32 +112,39 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
     panel = {k: p for k, p in memory.panel.items() if k in strata}
     followed: dict[Kind, Followed] = {}
     used = 0
-    if not quiet and panel:
+    if panel and (not quiet or memory.suspect):
         panel = _trim(panel, allowance)
         followed = recheck(panel, query, check)
         used = sum(len(p) for p in panel.values())
         panel = {k: f.panel for k, f in followed.items()}
+    seen = any(f.moves for f in followed.values())
     have = sum(len(p) for p in panel.values())
-    want = PANEL_PAGES - have if have < PANEL_PAGES else PANEL_REFRESH
-    panel, drawn = top_up(panel, strata, totals, min(want, allowance - used), query, rng,
-                          check)
-    used += drawn
-    est = estimate(None if max_queries is None else max(max_queries - used, 0))
-    kind_bytes = {s.kind: s.bytes for s in est.strata}
+    top = max(min(PANEL_PAGES - have if have < PANEL_PAGES else PANEL_REFRESH,
+                  allowance - used), 0)  # kept for the top-up, made after the estimate
+    est = estimate(None if max_queries is None else max(max_queries - used - top, 0))
     moved: dict[tuple[int, int], int] | None
-    if quiet and memory.panel:
-        moved = {}
-    elif followed:
-        moved = moved_bytes(followed, kind_bytes)
+    if followed:
+        moved = moved_bytes(followed, {s.kind: s.bytes for s in est.strata})
+    elif memory.panel and quiet and not memory.suspect:
+        moved = {}  # the host moved no page
     else:
-        moved = None
+        moved = None  # nothing followed: no evidence either way
+    fresh = {s.kind: s.node_counts for s in est.strata}
     carried: dict[Kind, dict[int, float]] = {}
     shapes: dict[Kind, int] = {}
+    odd = False
     for kind, s in frame.items():
         shapes[kind] = shape_of(s)
         unsure = not quiet and (kind not in followed or bool(followed[kind].moves))
-        carried[kind] = kept_counts(memory, kind, shapes[kind], totals.get(kind, 0), unsure)
+        kept = kept_counts(memory, kind, shapes[kind], totals.get(kind, 0), unsure)
+        if kept and at_odds(kept, fresh.get(kind, ())):
+            kept, odd = {}, True
+        carried[kind] = kept
+    if not (seen or odd or memory.suspect):  # a page that joins after it moved hides it
+        panel, drawn = top_up(panel, strata, totals, top, query, rng, check)
+        used += drawn
     out, keep = combine(est, carried)
     memory.shapes, memory.totals, memory.counts = shapes, dict(totals), keep
     memory.panel, memory.host_migrated = panel, host_migrated
+    memory.suspect = odd or seen
     return dataclasses.replace(out, moved=moved, samples=out.samples + used)

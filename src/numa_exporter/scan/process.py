@@ -375,6 +375,9 @@ class ProcessReader:
                               reason=first.reason if first else None)
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
         st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
+        # the full read counts movement from here on; a panel kept across it would count
+        # the moves between two full reads a second time
+        st.sampled = None
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
                          maps.off_policy_bytes, "full", mappings=maps.mappings)
 
@@ -576,7 +579,8 @@ class ProcessReader:
         if est is not None:
             log.debug("sampled placement", pid=cand.pid, path=est.path, samples=est.samples,
                       node_bytes_stderr=round(est.node_bytes_stderr()),
-                      moved=dict(est.moved) if est.moved is not None else None)
+                      moved=({f"{a}->{b}": v for (a, b), v in est.moved.items()}
+                             if est.moved is not None else None))
         return ProcessSample(
             pid=cand.pid,
             comm=stat.comm or cand.status.name,
