@@ -175,6 +175,14 @@ def unchanged(st: ProcessState, clock: int | None) -> bool:
             and not st.threads_partial and not any(t.runnable for t in st.threads.values()))
 
 
+def log_sampled(pid: int, est: SampledPlacement) -> None:
+    """Log (debug) how a sampled read found the pages, how sure it is and what moved."""
+    log.debug("sampled placement", pid=pid, path=est.path, samples=est.samples,
+              node_bytes_stderr=round(est.node_bytes_stderr()),
+              moved=({f"{a}->{b}": v for (a, b), v in est.moved.items()}
+                     if est.moved is not None else None))
+
+
 class ProcessReader:
     """Reads one process in stages; shares the scanner's error reporter, process table and
     accelerator map."""
@@ -577,10 +585,7 @@ class ProcessReader:
         st.abandoned = 0
         est = pl.estimate
         if est is not None:
-            log.debug("sampled placement", pid=cand.pid, path=est.path, samples=est.samples,
-                      node_bytes_stderr=round(est.node_bytes_stderr()),
-                      moved=({f"{a}->{b}": v for (a, b), v in est.moved.items()}
-                             if est.moved is not None else None))
+            log_sampled(cand.pid, est)
         return ProcessSample(
             pid=cand.pid,
             comm=stat.comm or cand.status.name,
