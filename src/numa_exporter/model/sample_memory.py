@@ -40,6 +40,9 @@ from numa_exporter.parsers.numa_maps import Kind
 PANEL_PAGES = 512
 #: Panel pages replaced by fresh draws per read, so the panel follows growth.
 PANEL_REFRESH = 64
+#: Pages drawn into a panel not yet full, per read (it fills over four reads: a first read
+#: costs about what it did).
+PANEL_FILL = 128
 #: At most this many reads' worth of resident samples are carried per kind (older reads
 #: fade out proportionally): the standard error falls by up to sqrt(CARRY_READS + 1).
 CARRY_READS = 16

@@ -23,6 +23,7 @@ import random
 from collections.abc import Callable, Sequence
 
 from numa_exporter.model.sample_memory import (
+    PANEL_FILL,
     PANEL_PAGES,
     PANEL_REFRESH,
     Followed,
@@ -119,8 +120,8 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
         panel = {k: f.panel for k, f in followed.items()}
     seen = any(f.moves for f in followed.values())
     have = sum(len(p) for p in panel.values())
-    top = max(min(PANEL_PAGES - have if have < PANEL_PAGES else PANEL_REFRESH,
-                  allowance - used), 0)  # kept for the top-up, made after the estimate
+    want = min(PANEL_FILL, PANEL_PAGES - have) if have < PANEL_PAGES else PANEL_REFRESH
+    top = max(min(want, allowance - used), 0)  # kept for the top-up, made after the estimate
     est = estimate(None if max_queries is None else max(max_queries - used - top, 0))
     moved: dict[tuple[int, int], int] | None
     if followed:
