@@ -76,23 +76,29 @@ def top_up(panel: dict[Kind, Panel], strata: dict[Kind, Stratum], totals: dict[K
            pages: int, query: Query, rng: random.Random, check: Callable[[], None]
            ) -> tuple[dict[Kind, Panel], int]:
     """Return the panel with ``pages`` fresh draws made over the strata in proportion to
-    their resident bytes (the resident ones added, the oldest beyond
-    :data:`PANEL_PAGES` dropped), and the queries made."""
+    their resident bytes (the resident ones added, the oldest beyond each kind's share of
+    :data:`PANEL_PAGES` dropped), and the queries made (one query for all kinds)."""
     weights = {k: totals.get(k, 0) for k in strata if totals.get(k, 0) > 0}
     whole = sum(weights.values())
     out = dict(panel)
-    used = 0
     if pages <= 0 or not whole:
-        return out, used
+        return out, 0
+    drawn: list[tuple[Kind, list[int]]] = []
     for kind, w in weights.items():
-        n = max(1, pages * w // whole)
-        limit = max(1, PANEL_PAGES * w // whole)
-        addrs = draw_addresses(strata[kind], n, rng)
-        check()
-        statuses = query(addrs)
-        used += n
-        out[kind] = refill(out.get(kind, Panel()), addrs, statuses, limit)
-    return out, used
+        n = pages * w // whole
+        if n:
+            drawn.append((kind, draw_addresses(strata[kind], n, rng)))
+    addrs = [a for _, got in drawn for a in got]
+    if not addrs:
+        return out, 0
+    check()
+    statuses = list(query(addrs))
+    at = 0
+    for kind, got in drawn:
+        limit = max(1, PANEL_PAGES * weights[kind] // whole)
+        out[kind] = refill(out.get(kind, Panel()), got, statuses[at:at + len(got)], limit)
+        at += len(got)
+    return out, len(addrs)
 
 
 def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
