@@ -215,6 +215,7 @@ def read_sampled(
     frames: FrameCache | None = FRAMES,
     compiled: bool = True,
     narrow: bool = True,
+    scans: sampled_sparse.ScanCache | None = sampled_sparse.SCANS,
 ) -> PlacementEstimate:
     """Return the sampled placement of one process.
 
@@ -227,7 +228,9 @@ def read_sampled(
     every time). ``compiled``: parse maps, draw and query with the extension where it is
     built (the same estimate for the same ``rng``; False: the pure-Python path). ``narrow``:
     draw a sparse stratum's pages from its present runs (``readers/sampled_sparse.py``,
-    PAGEMAP_SCAN where the kernel has it). Matches
+    PAGEMAP_SCAN where the kernel has it); ``scans`` keeps each pid's scan between reads
+    (None: scan afresh each time); the bytes of a reservation's part not scanned yet are
+    reported unsampled. Matches
     ``scan/process.py``'s ``SampledReader`` protocol.
     """
     try:
@@ -242,8 +245,10 @@ def read_sampled(
         frame = frames.frame(files.pid, files.maps(), size, hugetlbfs_mounts, compiled)
     totals = status_totals(status)
     strata = frame.strata
+    unscanned: dict[Kind, int] = {}
     if narrow:
-        strata = sampled_sparse.narrowed(files.mm_dir, strata, totals)
+        state = scans.state(files.pid) if scans is not None else None
+        strata, unscanned = sampled_sparse.narrowed(files.mm_dir, strata, totals, state)
     sampler = page_sampler(mp, files.mm_pid, compiled)
     try:
         est = estimate_placement(
@@ -261,5 +266,6 @@ def read_sampled(
     except Unsupported as exc:  # ENOSYS from the kernel
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
+    est = sampled_sparse.set_aside(est, unscanned, totals, size)
     return dataclasses.replace(est, parse_errors=frame.parse_errors,
                                largest_mapping=frame.largest_mapping, mappings=frame.mappings)
