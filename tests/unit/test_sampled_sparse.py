@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import random
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from numa_exporter.readers.sampled_sparse import (
     narrow_strata,
     narrowed,
 )
+from numa_exporter.sources import pagemap_scan
 from numa_exporter.sources.pagemap_scan import PagemapScan, Unsupported
 from numa_exporter.sources.procfs import ProcFS
 
@@ -294,3 +296,22 @@ def test_the_bytes_an_unscanned_part_may_hold_are_reported_unsampled() -> None:
     small = sampled_sparse.set_aside(est, {Kind.ANON: 512 * MiB}, {Kind.ANON: GiB}, PAGE)
     assert small.unsampled_bytes == PAGE + 512 * MiB
     assert sampled_sparse.set_aside(est, {}, {Kind.ANON: GiB}, PAGE) is est
+
+
+def test_a_kernel_without_the_ioctl_answers_enotty_and_nothing_is_narrowed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Linux 6.1: /proc/<pid>/pagemap opens, the ioctl answers ENOTTY: no narrowing, no
+    # bytes set aside, and the kernel is not asked again
+    calls = []
+
+    def enotty(fd: int, request: int, arg: bytearray, mutate: bool) -> int:
+        calls.append(request)
+        raise OSError(errno.ENOTTY, "Inappropriate ioctl for device")
+
+    monkeypatch.setattr(pagemap_scan.fcntl, "ioctl", enotty)
+    monkeypatch.setattr(sampled_sparse._Availability, "usable", None)
+    strata = {Kind.ANON: make_stratum(Kind.ANON, [EMPTY], PAGE)}
+    state: sampled_sparse.ScanState = {}
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
+    assert len(calls) == 1 and sampled_sparse._Availability.usable is False
