@@ -235,6 +235,8 @@ SHAPES = (
     # a sampled process with many mappings: plain ones, and as many distinct memfd paths
     Shape("2GiB-60k-mappings", mib=2048, mappings=60_000),
     Shape("2GiB-60k-memfds", mib=2048, mappings=60_000, named=True),
+    # a sparse reservation: 2 GiB dense at the start of 64 TiB (JVM heaps, allocators, UVM)
+    Shape("2GiB-in-64TiB", kind="reserve", mib=2048),
 )
 HEADROOM = 4 * GiB  # memory left to the rest of the machine while a target lives
 DEFAULT_FLAGS = ("--process.min-resident=0", "--scan.interval=1s")
