@@ -315,3 +315,17 @@ def test_a_kernel_without_the_ioctl_answers_enotty_and_nothing_is_narrowed(
     assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
     assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
     assert len(calls) == 1 and sampled_sparse._Availability.usable is False
+
+
+def test_the_scan_cache_is_bounded_in_runs_and_processes() -> None:
+    cache = sampled_sparse.ScanCache(max_entries=3, max_runs=10)
+    for pid in (1, 2, 3):
+        cache.state(pid)[(pid, pid + 1)] = sampled_sparse.RangeScan(
+            0, 1 << 30, [(i * 2 * PAGE, (i * 2 + 1) * PAGE) for i in range(4)])
+    # 12 runs kept for 3 pids: asking for a fourth drops the oldest until both fit
+    assert cache.runs() == 12
+    cache.state(4)
+    assert cache.runs() <= 10 and 1 not in cache._states and 4 in cache._states
+    # asking for a kept one keeps it (the newest now) and what it holds
+    assert list(cache.state(3)) == [(3, 4)]
+    assert list(cache._states)[-1] == 3

@@ -50,8 +50,14 @@ HOLD_BUDGET_S = 5e-3
 #: reservation is scanned on over the next reads (:class:`ScanState`).
 MAX_CALLS = int(HOLD_BUDGET_S / CALL_HOLD_S)
 #: Strata of more ranges than this are left as they are (the Python loop over them would
-#: cost more than it saves); present runs kept per process are bounded by it too.
+#: cost more than it saves).
 MAX_RANGES = 16_384
+#: Present runs kept per scanned range (beyond, joined across their smallest gaps), ranges
+#: scanned per process (beyond, a range stays virtual) and runs kept in all (the processes
+#: scanned longest ago go first): bounds what :data:`SCANS` holds (~120 bytes a run).
+MAX_RUNS = 4096
+MAX_SCANNED_RANGES = 32
+MAX_KEPT_RUNS = 1 << 18
 #: Processes whose scan state is kept (the oldest goes first).
 MAX_PROCESSES = 256
 
@@ -88,23 +94,39 @@ ScanState = dict[tuple[int, int], RangeScan]
 class ScanCache:
     """The :class:`ScanState` of each pid, kept between reads: a range is scanned on where
     the last read stopped, and its runs are reused while the range (its start and end in
-    ``maps``) is unchanged. Bounded: :data:`MAX_PROCESSES` pids, :data:`MAX_RANGES` runs
-    per range."""
+    ``maps``) is unchanged. Bounded: :data:`MAX_PROCESSES` pids, :data:`MAX_KEPT_RUNS`
+    runs in all, :data:`MAX_RUNS` a range, :data:`MAX_SCANNED_RANGES` ranges a pid."""
 
-    def __init__(self, max_entries: int = MAX_PROCESSES) -> None:
+    def __init__(self, max_entries: int = MAX_PROCESSES, max_runs: int = MAX_KEPT_RUNS
+                 ) -> None:
         self.max_entries = max_entries
+        self.max_runs = max_runs
         self._states: dict[int, ScanState] = {}
 
     def state(self, pid: int) -> ScanState:
-        """Return the scan state of ``pid`` (a new, empty one the first time)."""
-        got = self._states.get(pid)
-        if got is None:
-            if self.max_entries <= 0:
-                return {}
-            if len(self._states) >= self.max_entries:
-                del self._states[next(iter(self._states))]  # the oldest
-            got = self._states[pid] = {}
+        """Return the scan state of ``pid`` (a new, empty one the first time), the newest;
+        the oldest others go while more than ``max_entries`` pids or ``max_runs`` runs
+        are kept."""
+        got = self._states.pop(pid, None)
+        if self.max_entries <= 0:
+            return {}
+        got = {} if got is None else got
+        runs = self.runs()
+        while self._states and (len(self._states) >= self.max_entries
+                                or runs + _runs(got) > self.max_runs):
+            oldest = self._states.pop(next(iter(self._states)))
+            runs -= _runs(oldest)
+        self._states[pid] = got
         return got
+
+    def runs(self) -> int:
+        """Return the present runs kept, all processes together."""
+        return sum(_runs(st) for st in self._states.values())
+
+
+def _runs(state: ScanState) -> int:
+    """Return the present runs ``state`` keeps."""
+    return sum(len(r.runs) for r in state.values())
 
 
 SCANS = ScanCache()
@@ -181,7 +203,7 @@ def _scan_on(rs: RangeScan, present: PresentFn, calls: int, page: int, resident:
                 covered += y - x
         if walk_end <= lo:
             break  # no progress: the rest stays as it is
-        rs.runs = _coarsen(_splice(rs.runs, lo, walk_end, new), MAX_RANGES, page)
+        rs.runs = _coarsen(_splice(rs.runs, lo, walk_end, new), MAX_RUNS, page)
         rs.pos = walk_end
         if rs.pos >= rs.end:
             rs.pos, rs.passes = rs.start, rs.passes + 1
@@ -212,7 +234,8 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
     for i in big:
         a, b = spans[i]
         rs = kept.get((a, b))
-        if rs is None and (used >= calls or virtual <= SPARSE_FACTOR * resident):
+        if rs is None and (used >= calls or virtual <= SPARSE_FACTOR * resident
+                           or len(kept) >= MAX_SCANNED_RANGES):
             continue
         if rs is None:
             rs = kept[(a, b)] = RangeScan(a, b)
