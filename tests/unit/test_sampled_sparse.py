@@ -68,7 +68,7 @@ def test_an_empty_reservation_goes_and_small_and_dense_ranges_stay() -> None:
     fake = FakePagemap([SMALL, (EMPTY[0] + 5 * PAGE, EMPTY[0] + 9 * PAGE), DENSE])
     resident = 128 * MiB + MiB + 4 * PAGE
     assert is_sparse(s, resident)
-    got, used, _ = narrow(s, fake.present, 8, resident)
+    got, used, _, _ = narrow(s, fake.present, 8, resident)
     # the biggest range first: the reservation shrinks to its one run of 4 pages, and the
     # stratum is then dense enough: the dense range is not scanned at all
     assert got.ranges == (SMALL, (EMPTY[0] + 5 * PAGE, EMPTY[0] + 9 * PAGE), DENSE)
@@ -80,7 +80,7 @@ def test_the_calls_are_bounded_and_the_rest_stays_virtual() -> None:
     lone = (EMPTY[0] + 3 * GiB, EMPTY[0] + 3 * GiB + 128 * MiB)  # 32768 pages
     s = make_stratum(Kind.ANON, [EMPTY], PAGE)
     fake = FakePagemap([(EMPTY[0], EMPTY[0] + 64 * MiB), lone])
-    got, used, unscanned = narrow(s, fake.present, 1, 128 * MiB)  # 32768 pages at most
+    got, used, unscanned, _ = narrow(s, fake.present, 1, 128 * MiB)  # 32768 pages at most
     assert used == 1
     # the first run whole (16384 pages) and half of the second (16384 of 32768); the rest
     # of the reservation was never scanned: left out, a stratum of its own
@@ -91,7 +91,7 @@ def test_the_calls_are_bounded_and_the_rest_stays_virtual() -> None:
 
 def test_nothing_present_leaves_the_stratum_as_it_was() -> None:
     s = make_stratum(Kind.ANON, [EMPTY], PAGE)
-    got, used, unscanned = narrow(s, FakePagemap([]).present, 8, GiB)
+    got, used, unscanned, _ = narrow(s, FakePagemap([]).present, 8, GiB)
     assert got is s and used == 1 and unscanned == 0
 
 
@@ -173,7 +173,7 @@ def test_a_dense_range_costs_one_call_when_it_cannot_be_the_reservation() -> Non
     dense = (0x7F0000000000, 0x7F0000000000 + GiB)
     s = make_stratum(Kind.ANON, [*stacks, dense], PAGE)
     fake = FakePagemap([dense])
-    got, used, unscanned = narrow(s, fake.present, 8, GiB)
+    got, used, unscanned, _ = narrow(s, fake.present, 8, GiB)
     assert used == 1 and unscanned == 0
     assert got.pages == s.pages  # the present 128 MiB and the rest, still virtual
 
@@ -184,7 +184,7 @@ def test_a_reservation_is_scanned_past_its_dense_start() -> None:
     big = (0x7E0000000000, 0x7E0000000000 + 16 * TiB)
     s = make_stratum(Kind.ANON, [big], PAGE)
     fake = FakePagemap([(big[0], big[0] + 512 * MiB)])
-    got, used, _ = narrow(s, fake.present, 8, 512 * MiB)
+    got, used, _, _ = narrow(s, fake.present, 8, 512 * MiB)
     assert used == 5  # four of 128 MiB, one that walks the rest and finds nothing
     assert got.pages == 512 * MiB // PAGE
 
@@ -202,6 +202,7 @@ def test_a_reservation_is_scanned_on_across_reads_and_its_runs_reused() -> None:
     first = narrow(s, fake.present, 3, resident, state)
     assert first.stratum.ranges == ((big[0], big[0] + 3 * 128 * MiB),)
     assert first.unscanned == big[1] - (big[0] + 3 * 128 * MiB)
+    assert first.present == 3 * 128 * MiB
     reads = [narrow(s, fake.present, 3, resident, state) for _ in range(2)]
     # 8 calls find the dense GiB, the ninth walks the rest and finds the spread pages
     assert [r.calls for r in reads] == [3, 3]
@@ -288,13 +289,19 @@ def test_the_bytes_an_unscanned_part_may_hold_are_reported_unsampled() -> None:
     est = PlacementEstimate(bytes={(0, Kind.ANON): 768 * MiB, (1, Kind.ANON): 256 * MiB,
                                    (0, Kind.FILE): MiB},
                             strata=(res,), unsampled_bytes=PAGE)
-    got = sampled_sparse.set_aside(est, {Kind.ANON: TiB}, {Kind.ANON: GiB}, PAGE)
+    left = sampled_sparse.Unscanned
+    got = sampled_sparse.set_aside(est, {Kind.ANON: left(TiB, 0)}, {Kind.ANON: GiB}, PAGE)
     assert got.bytes == {(0, Kind.ANON): 192 * MiB, (1, Kind.ANON): 64 * MiB,
                          (0, Kind.FILE): MiB}
     assert got.unsampled_bytes == PAGE + 768 * MiB
     # no more than the unscanned part's virtual bytes
-    small = sampled_sparse.set_aside(est, {Kind.ANON: 512 * MiB}, {Kind.ANON: GiB}, PAGE)
+    small = sampled_sparse.set_aside(est, {Kind.ANON: left(512 * MiB, 0)}, {Kind.ANON: GiB},
+                                     PAGE)
     assert small.unsampled_bytes == PAGE + 512 * MiB
+    # the present bytes the scans found count as found where the sample saw fewer
+    seen = sampled_sparse.set_aside(est, {Kind.ANON: left(TiB, 768 * MiB)},
+                                    {Kind.ANON: GiB}, PAGE)
+    assert seen.unsampled_bytes == PAGE + 256 * MiB
     assert sampled_sparse.set_aside(est, {}, {Kind.ANON: GiB}, PAGE) is est
 
 

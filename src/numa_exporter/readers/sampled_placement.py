@@ -286,7 +286,7 @@ def read_sampled(
                              between)
     totals = status_totals(status)
     strata = frame.strata
-    unscanned: dict[Kind, int] = {}
+    unscanned: dict[Kind, sampled_sparse.Unscanned] = {}
     if narrow:
         state = scans.state(files.pid) if scans is not None else None
         strata, unscanned = sampled_sparse.narrowed(files.mm_dir, strata, totals, state)

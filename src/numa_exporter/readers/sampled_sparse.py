@@ -41,13 +41,14 @@ MIN_RANGE = 64 << 20
 #: ~0.15 ms measured).
 PAGES_PER_CALL = 32_768
 #: The measured mmap-lock hold of one call of :data:`PAGES_PER_CALL` present pages (a call
-#: over empty page-table levels holds it for less).
+#: over empty page-table levels holds it for less; a shared 2-core VM measured 0.4 ms a
+#: call, its own time included, so 33 calls took ~14 ms there).
 CALL_HOLD_S = 0.15e-3
 #: The target's mmap-lock hold one read may spend on scans, in all: under a fifth of what
 #: the cheapest full numa_maps read of 2 GiB costs (24 ms measured), in holds of one call.
 HOLD_BUDGET_S = 5e-3
 #: Calls per read, from the two above: 33 calls find up to 4 GiB of 4 KiB pages. A bigger
-#: reservation is scanned on over the next reads (:class:`ScanState`).
+#: reservation is scanned on over the next reads (:class:`ScanCache`).
 MAX_CALLS = int(HOLD_BUDGET_S / CALL_HOLD_S)
 #: Strata of more ranges than this are left as they are (the Python loop over them would
 #: cost more than it saves).
@@ -55,7 +56,7 @@ MAX_RANGES = 16_384
 #: Present runs kept per scanned range (beyond, joined across their smallest gaps), ranges
 #: scanned per process (beyond, a range stays virtual) and runs kept in all (the processes
 #: scanned longest ago go first): bounds what :data:`SCANS` holds (~120 bytes a run).
-MAX_RUNS = 4096
+MAX_RUNS = 1 << 16
 MAX_SCANNED_RANGES = 32
 MAX_KEPT_RUNS = 1 << 18
 #: Processes whose scan state is kept (the oldest goes first).
@@ -133,13 +134,23 @@ SCANS = ScanCache()
 
 
 class Narrowed(NamedTuple):
-    """A stratum with its big ranges replaced by present runs, the calls made, and the
+    """A stratum with its big ranges replaced by present runs, the calls made, the
     virtual bytes of the ranges' parts never scanned yet (left out of the stratum: a
-    stratum of their own that is not sampled; its bytes are reported unsampled)."""
+    stratum of their own that is not sampled; its bytes are reported unsampled), and the
+    bytes of the present runs found (as the scans saw them)."""
 
     stratum: Stratum
     calls: int
     unscanned: int
+    present: int = 0
+
+
+class Unscanned(NamedTuple):
+    """Of one kind's stratum: the virtual bytes of the parts never scanned yet (left out of
+    the drawn stratum), and the bytes of the present runs the scans found."""
+
+    virtual: int
+    present: int
 
 
 def _spans(stratum: Stratum) -> list[tuple[int, int]]:
@@ -229,7 +240,7 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
                  key=lambda i: spans[i][0] - spans[i][1])
     kept: ScanState = {} if state is None else state
     pieces: dict[int, list[tuple[int, int]]] = {}
-    used = unscanned = 0
+    used = unscanned = found = 0
     virtual = stratum.pages * ps
     for i in big:
         a, b = spans[i]
@@ -242,32 +253,35 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
         if used < calls:
             used += _scan_on(rs, present, calls - used, ps, resident)
         got = list(rs.runs)
+        tail: list[tuple[int, int]] = []
         if not rs.passes and rs.pos < b:
             got = [(x, min(y, rs.pos)) for x, y in got if x < rs.pos]
             if b - a > SPARSE_FACTOR * resident:
                 unscanned += b - rs.pos
             else:
-                got.append((rs.pos, b))
-        pieces[i] = got
-        virtual += sum(y - x for x, y in got) - (b - a)
+                tail = [(rs.pos, b)]
+        runs = sum(y - x for x, y in got)
+        found += runs
+        pieces[i] = got + tail
+        virtual += runs + sum(y - x for x, y in tail) - (b - a)
     out: list[tuple[int, int]] = []
     for i, span in enumerate(spans):
         out.extend(pieces.get(i, (span,)))
     if not out:
         return Narrowed(stratum, used, 0)
-    return Narrowed(make_stratum(stratum.kind, out, ps), used, unscanned)
+    return Narrowed(make_stratum(stratum.kind, out, ps), used, unscanned, found)
 
 
 def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
                   present: PresentFn, calls: int = MAX_CALLS,
                   state: ScanState | None = None
-                  ) -> tuple[dict[Kind, Stratum], int, dict[Kind, int]]:
+                  ) -> tuple[dict[Kind, Stratum], int, dict[Kind, Unscanned]]:
     """Return the strata with the sparse ones narrowed (same kinds, same order), the calls
-    of ``present`` made (at most ``calls`` in all), and the unscanned bytes left out per
-    kind (see :func:`narrow`)."""
+    of ``present`` made (at most ``calls`` in all), and, per kind with a part not scanned
+    yet, what was left out and what was found (see :func:`narrow`)."""
     out: dict[Kind, Stratum] = {}
     used = 0
-    unscanned: dict[Kind, int] = {}
+    unscanned: dict[Kind, Unscanned] = {}
     if state:
         spans = {r for s in strata.values() for r in _spans(s) if r[1] - r[0] >= MIN_RANGE}
         for key in [k for k in state if k not in spans]:
@@ -278,7 +292,7 @@ def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
             used += got.calls
             s = got.stratum
             if got.unscanned:
-                unscanned[kind] = got.unscanned
+                unscanned[kind] = Unscanned(got.unscanned, got.present)
         out[kind] = s
     return out, used, unscanned
 
@@ -292,7 +306,7 @@ class _Availability:
 
 def narrowed(mm_dir: str, strata: dict[Kind, Stratum], totals: dict[Kind, int],
              state: ScanState | None = None
-             ) -> tuple[dict[Kind, Stratum], dict[Kind, int]]:
+             ) -> tuple[dict[Kind, Stratum], dict[Kind, Unscanned]]:
     """Return ``strata`` with the sparse ones narrowed to their present runs through the
     ``pagemap`` of ``mm_dir`` (scanning on from ``state``, the process's kept scan), and
     the unscanned bytes left out per kind; unchanged (and none left out) where none is
@@ -313,23 +327,26 @@ def narrowed(mm_dir: str, strata: dict[Kind, Stratum], totals: dict[Kind, int],
     return got, unscanned
 
 
-def set_aside(est: PlacementEstimate, unscanned: dict[Kind, int], totals: dict[Kind, int],
-              page_size: int) -> PlacementEstimate:
+def set_aside(est: PlacementEstimate, unscanned: dict[Kind, Unscanned],
+              totals: dict[Kind, int], page_size: int) -> PlacementEstimate:
     """Return ``est`` with the bytes the unscanned parts hold moved from its placed bytes to
-    ``unsampled_bytes``: per kind, what ``totals`` counts beyond the resident pages the
-    stratum's sample (or census) found, at most the unscanned virtual bytes and at most
-    what was placed of the kind; the node shares of the rest stay."""
+    ``unsampled_bytes``: per kind, what ``totals`` counts beyond the resident bytes found
+    in the stratum (the larger of its sample's (or census's) estimate and the present
+    bytes the scans found), at most the unscanned virtual bytes and at most what was
+    placed of the kind; the node shares of the rest stay."""
     if not unscanned:
         return est
     out = dict(est.bytes)
     moved = 0
     for res in est.strata:
-        if res.kind not in unscanned:
+        left = unscanned.get(res.kind)
+        if left is None:
             continue
-        found = (res.bytes if res.census else
-                 res.virtual_pages * page_size * res.resident // max(res.queried, 1))
+        sampled = (res.bytes if res.census else
+                   res.virtual_pages * page_size * res.resident // max(res.queried, 1))
         placed = sum(v for (_, k), v in out.items() if k is res.kind)
-        cut = min(max(totals.get(res.kind, 0) - found, 0), unscanned[res.kind], placed)
+        cut = min(max(totals.get(res.kind, 0) - max(sampled, left.present), 0),
+                  left.virtual, placed)
         if not cut or not placed:
             continue
         for key in [k for k in out if k[1] is res.kind]:
