@@ -37,6 +37,7 @@ from numa_exporter.readers.sampled_placement import (
     read_sampled,
     sampling_available,
 )
+from numa_exporter.sources.deadline import Deadline, Expired
 from numa_exporter.sources.errors import Gone
 from numa_exporter.sources.move_pages import MovePages
 from numa_exporter.sources.procfs import ProcFS
@@ -485,22 +486,16 @@ def test_the_frame_cache_keeps_a_large_maps_text_within_its_bytes() -> None:
 
 @pytest.mark.parametrize("compiled", [True, False])
 def test_the_parse_counts_against_the_deadline(compiled: bool) -> None:
-    # a text of many pieces: the deadline check runs as it is parsed, and a check that
-    # raises gives the parse up
+    # a text of many pieces: the deadline is checked as it is parsed, and one that has
+    # passed gives the parse up
     text = _maps_text(40_000, b"/memfd:n")
-    calls: list[int] = []
+    ticks: list[int] = []
 
-    def between() -> None:
-        calls.append(1)
+    def clock() -> float:
+        ticks.append(1)
+        return 0.0
 
-    _parse((text,), PAGE, MOUNTS, compiled, between)
-    assert len(calls) >= 4
-
-    class Late(Exception):
-        pass
-
-    def late() -> None:
-        raise Late
-
-    with pytest.raises(Late):
-        FrameCache().frame(1, (text,), PAGE, MOUNTS, compiled, late)
+    _parse((text,), PAGE, MOUNTS, compiled, Deadline(at=1.0, clock=clock))
+    assert len(ticks) >= 4
+    with pytest.raises(Expired):
+        FrameCache().frame(1, (text,), PAGE, MOUNTS, compiled, Deadline(at=0.0))

@@ -21,6 +21,7 @@ from numa_exporter.model.sampling import Stratum, Tally, draw_addresses, samplea
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import MAX_ENTRIES, mapping_kind, parse_maps_line
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.move_pages import MovePages, classify_errno
 
 try:  # optional: `pip install .` without a compiler skips it
@@ -74,23 +75,21 @@ def mount_prefixes(hugetlbfs_mounts: tuple[str, ...]) -> tuple[bytes, ...]:
 
 
 def parse_frame(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...],
-                between: Callable[[], None] | None = None
-                ) -> tuple[dict[Kind, Stratum], int, int]:
+                deadline: Deadline = NEVER) -> tuple[dict[Kind, Stratum], int, int]:
     """Return (strata in order of first appearance, malformed lines, mappings) of a maps
     text given in chunks, as ``build_strata(parse_pid_maps(...).entries)`` gives them.
-    ``between`` is called before each piece of :data:`PIECE` bytes is parsed (it raises
-    to give the parse up, e.g. at a scan's deadline)."""
+    ``deadline`` is checked before each piece of :data:`PIECE` bytes is parsed
+    (``Expired`` gives the parse up)."""
     assert _sampled_fast is not None
     fast = _sampled_fast
     mounts = mount_prefixes(hugetlbfs_mounts)  # at most MAX_MOUNTS (else ValueError)
-    check = between or _nothing
 
     f = CompiledFrame()
     totals = [0, 0, 0, 0]
     order: list[Kind] = []
 
     def feed(text: bytes | memoryview) -> None:
-        check()
+        deadline.check("maps parse")
         n, errs, kinds, first = fast.maps_frame(text, page_size, mounts,
                                                 max(MAX_ENTRIES - f.mappings, 0),
                                                 (totals[0], totals[1], totals[2], totals[3]))
@@ -185,10 +184,6 @@ class CompiledSampler:
         if err:
             raise classify_errno(err, f"move_pages({self.pid})")
         into.add_counts(queried, resident, other, nodes)
-
-
-def _nothing() -> None:
-    """Do nothing (no deadline to check)."""
 
 
 def _buf(values: Sequence[int]) -> array[int]:

@@ -21,7 +21,7 @@ import errno
 import itertools
 import os
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +42,9 @@ from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers import sampled_compiled, sampled_sparse
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import ReadFailed, SourceError
-from numa_exporter.sources.move_pages import MovePages, Unsupported
+from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
 _MOVE_PAGES: MovePages | None = None
@@ -97,11 +98,11 @@ class FrameCache:
 
     def frame(self, pid: int, chunks: Iterable[bytes], page_size: int,
               hugetlbfs_mounts: tuple[str, ...], compiled: bool = True,
-              between: Callable[[], None] | None = None) -> Frame:
+              deadline: Deadline = NEVER) -> Frame:
         """Return the frame of the maps text of ``pid`` given in ``chunks``: the kept one
         when the text is the same, else parsed (and kept when it is small enough);
-        ``compiled``: parse with the extension where it is built; ``between`` is called
-        as the parse goes (it raises to give it up)."""
+        ``compiled``: parse with the extension where it is built; ``deadline`` is checked
+        as the parse goes (``Expired`` gives it up)."""
         it = iter(chunks)
         head: list[bytes] = []
         size = 0
@@ -110,12 +111,12 @@ class FrameCache:
             size += len(chunk)
             if size > self.max_text:  # too big to keep: parse it as it streams
                 return _parse(itertools.chain(head, it), page_size, hugetlbfs_mounts,
-                              compiled, between)
+                              compiled, deadline)
         text = b"".join(head)
         kept = self._frames.get(pid)
         if kept is not None and kept[0] == text:
             return kept[1]
-        got = _parse((text,), page_size, hugetlbfs_mounts, compiled, between)
+        got = _parse((text,), page_size, hugetlbfs_mounts, compiled, deadline)
         self._keep(pid, text, got)
         return got
 
@@ -139,33 +140,29 @@ FRAMES = FrameCache()
 
 
 def _parse(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...],
-           compiled: bool = True, between: Callable[[], None] | None = None) -> Frame:
+           compiled: bool = True, deadline: Deadline = NEVER) -> Frame:
     """Return the frame of a maps text given in chunks (with the extension where it is
-    built and ``compiled`` is True: the same frame, at a fraction of the cost); ``between``
-    is called before each piece of the text is parsed and may raise to give it up."""
+    built and ``compiled`` is True: the same frame, at a fraction of the cost); ``deadline``
+    is checked before each piece of the text is parsed (``Expired`` gives it up)."""
     if (compiled and sampled_compiled.COMPILED
             and len(hugetlbfs_mounts) <= sampled_compiled.MAX_MOUNTS):
         strata, errors, mappings = sampled_compiled.parse_frame(chunks, page_size,
-                                                                hugetlbfs_mounts, between)
+                                                                hugetlbfs_mounts, deadline)
         return Frame(strata, errors, largest_mapping(strata), mappings)
-    maps = parse_pid_maps(_checked(_lines(chunks), between))
+    maps = parse_pid_maps(_checked(_lines(chunks), deadline))
     strata = build_strata(maps.entries, page_size, hugetlbfs_mounts)
     return Frame(strata, maps.error_count, largest_mapping(strata), len(maps.entries))
 
 
-#: Lines the pure-Python parse reads between two calls of ``between``.
+#: Lines the pure-Python parse reads between two checks of the deadline.
 CHECK_LINES = 4096
 
 
-def _checked(lines: Iterator[bytes], between: Callable[[], None] | None
-             ) -> Iterator[bytes]:
-    """Yield ``lines``, calling ``between`` before every :data:`CHECK_LINES` of them."""
-    if between is None:
-        yield from lines
-        return
+def _checked(lines: Iterator[bytes], deadline: Deadline) -> Iterator[bytes]:
+    """Yield ``lines``, checking ``deadline`` before every :data:`CHECK_LINES` of them."""
     for i, line in enumerate(lines):
         if i % CHECK_LINES == 0:
-            between()
+            deadline.check("maps parse")
         yield line
 
 
@@ -181,7 +178,8 @@ def page_sampler(move_pages: MovePages, pid: int, compiled: bool = True) -> Page
 
 
 def default_move_pages() -> MovePages:
-    """Return this machine's move_pages (made once); raise Unsupported where there is none."""
+    """Return this machine's move_pages (made once); raise MovePagesUnsupported where there
+    is none."""
     global _MOVE_PAGES
     if _MOVE_PAGES is None:
         _MOVE_PAGES = MovePages()
@@ -212,13 +210,13 @@ def sampling_available(procfs_root: Path, move_pages: MovePages | None = None
     """
     try:
         mp = move_pages or default_move_pages()
-    except Unsupported as exc:
+    except MovePagesUnsupported as exc:
         return False, str(exc)
     probe = bytearray(1)
     buf = (ctypes.c_char * 1).from_buffer(probe)
     try:
         mp.query(os.getpid(), [ctypes.addressof(buf)])
-    except (Unsupported, SourceError) as exc:
+    except (MovePagesUnsupported, SourceError) as exc:
         return False, f"move_pages probe failed: {exc}"
     finally:
         del buf
@@ -249,7 +247,7 @@ def read_sampled(
     census_pages: int = DEFAULT_CENSUS_PAGES,
     max_queries: int | None = None,
     hugetlbfs_mounts: tuple[str, ...] = DEFAULT_HUGETLBFS_MOUNTS,
-    between: Callable[[], None] | None = None,
+    deadline: Deadline = NEVER,
     frames: FrameCache | None = FRAMES,
     compiled: bool = True,
     narrow: bool = True,
@@ -261,9 +259,9 @@ def read_sampled(
     classified SourceError of maps or move_pages (Gone, Denied, ReadFailed; ReadFailed also
     when this machine has no move_pages at all: call :func:`sampling_available` once first).
     ``max_queries`` bounds the pages queried (the scan sizes it to the full read's cost);
-    ``between`` is called before each piece of ``maps`` is parsed and before each
-    move_pages batch, and may raise to give the read up (the parse counts against the
-    scan's deadline).
+    ``deadline`` is checked before each chunk of ``maps`` is read, before each piece of it
+    is parsed and before each move_pages batch (``Expired`` gives the read up: the parse
+    counts against the scan's deadline).
     ``frames`` keeps each pid's parsed maps while its text does not change (None: parse
     every time). ``compiled``: parse maps, draw and query with the extension where it is
     built (the same estimate for the same ``rng``; False: the pure-Python path). ``narrow``:
@@ -275,15 +273,15 @@ def read_sampled(
     """
     try:
         mp = move_pages or default_move_pages()
-    except Unsupported as exc:  # surfaces as a read error; sampling_available says why
+    except MovePagesUnsupported as exc:  # surfaces as a read error; sampling_available says why
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     size = page_size or os.sysconf("SC_PAGE_SIZE")
+    maps = deadline.each(files.maps())
     if frames is None:
-        frame = _parse(files.maps(), size, hugetlbfs_mounts, compiled, between)
+        frame = _parse(maps, size, hugetlbfs_mounts, compiled, deadline)
     else:
-        frame = frames.frame(files.pid, files.maps(), size, hugetlbfs_mounts, compiled,
-                             between)
+        frame = frames.frame(files.pid, maps, size, hugetlbfs_mounts, compiled, deadline)
     totals = status_totals(status)
     strata = frame.strata
     unscanned: dict[Kind, sampled_sparse.Unscanned] = {}
@@ -302,9 +300,9 @@ def read_sampled(
             rng=rng,
             census_pages=census_pages,
             max_queries=max_queries,
-            between=between,
+            deadline=deadline,
         )
-    except Unsupported as exc:  # ENOSYS from the kernel
+    except MovePagesUnsupported as exc:  # ENOSYS from the kernel
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     est = sampled_sparse.set_aside(est, unscanned, totals, size)
