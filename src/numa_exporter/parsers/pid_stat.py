@@ -31,11 +31,30 @@ class PidStat:
     starttime: int
     processor: int | None  # last CPU; absent on very old kernels
     flags: int = 0  # the task's PF_* flags (field 9)
+    # what exec() sets anew (see exec_marker); None: not shown (no mm, or no ptrace access)
+    image: tuple[int, ...] | None = None
 
     @property
     def kernel_thread(self) -> bool:
         """Return whether the kernel says this is a kernel thread (PF_KTHREAD in flags)."""
         return bool(self.flags & PF_KTHREAD)
+
+
+#: Fields of the program image exec() lays out anew: startcode, endcode, startstack (26-28)
+#: and, since Linux 3.5, arg_start, arg_end, env_start, env_end (48-51). With address-space
+#: randomisation each exec gives new values even for the same program; no write by another
+#: user moves them (only ``prctl(PR_SET_MM)`` with CAP_SYS_RESOURCE, on the caller itself).
+_IMAGE_FIELDS = (26, 27, 28, 48, 49, 50, 51)
+
+
+def exec_marker(fields: list[int]) -> tuple[int, ...] | None:
+    """Return the image fields of a stat line (``fields[0]`` is field 4), or None where the
+    kernel hides them: all zero without an mm (a zombie leader), 1, 1, 0... where the reader
+    may not ptrace the process (``do_task_stat``'s ``permitted``)."""
+    got = tuple(fields[n - 4] for n in _IMAGE_FIELDS if n - 4 < len(fields))
+    if len(got) < 3 or not any(got) or (got[0] == 1 and got[1] == 1 and not any(got[2:])):
+        return None
+    return got
 
 
 def parse_pid_stat(data: bytes) -> PidStat | None:
@@ -80,4 +99,5 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
         starttime=field(22),
         processor=processor,
         flags=field(9),
+        image=exec_marker(f),
     )

@@ -540,7 +540,8 @@ class ProcessReader:
         start_time = (btime or 0) + stat.starttime / CLK_TCK
         drift = None
         if cfg.enabled("drift"):
-            age = now.steady - start_time if btime is not None else None
+            age = (now.steady - st.program_start(start_time, now.steady)
+                   if btime is not None else None)
             drift = st.drift.observe(self.table.rule, age, cand.status.vm_rss or 0,
                                      node_bytes, loc.remote_ratio)
         st.reads += 1
