@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from numa_exporter.model.cadence import ReadCosts
 from numa_exporter.model.counters import ThreadSum
 from numa_exporter.model.drift import DriftTrack, WarmupRule
+from numa_exporter.model.policies import PolicyView
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.model.threads import ThreadReading
 
@@ -60,8 +61,7 @@ class ProcessState:
     abandoned: int = 0  # consecutive reads abandoned at the scan deadline
     costs: ReadCosts = field(default_factory=ReadCosts)  # measured CPU of its reads
     # memory policies as the last full read saw them (sampling does not see policies)
-    policy_bytes: dict[str, int] = field(default_factory=dict)
-    policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)
+    policies: PolicyView | None = None
 
     def program_start(self, start_time: float, now: float) -> float:
         """Return when the program now running started (steady seconds): the process's

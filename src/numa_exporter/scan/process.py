@@ -30,6 +30,7 @@ from numa_exporter.model.kubernetes import (
     kubelet_home,
     kubelet_mismatches,
 )
+from numa_exporter.model.policies import PolicyView, current, scaled
 from numa_exporter.model.process_state import ProcessState, ProcessTable
 from numa_exporter.model.snapshot import AcceleratorUse, ProcessSample, SystemSample
 from numa_exporter.model.threads import ThreadReading
@@ -144,6 +145,7 @@ class Placement:
     method: str
     estimate: SampledPlacement | None = None
     mappings: int = 0  # mappings read (numa_maps lines)
+    policies_known: bool = True  # False: the policies are unknown (none carried)
 
 
 def unchanged(st: ProcessState, clock: int | None) -> bool:
@@ -333,8 +335,8 @@ class ProcessReader:
               ) -> Placement:
         """Return where the process's pages are, by the planned method.
 
-        A sampled estimate carries the memory policies of the last full read, if any (only
-        numa_maps shows policies; they change only with mbind/set_mempolicy).
+        A sampled estimate carries no memory policies (only numa_maps shows them): see
+        :meth:`policies`.
         """
         files = cand.files
         if method == "sampled" and self.sampled is not None:
@@ -342,8 +344,7 @@ class ProcessReader:
             if est.parse_errors:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
             memory = self.known_nodes(est.bytes, f"{files.path}/maps")
-            return Placement(memory, dict(st.policy_bytes), dict(st.policy_nodes), 0,
-                             "sampled", est)
+            return Placement(memory, {}, {}, 0, "sampled", est, policies_known=False)
         maps = self.placement(files, bound)
         if maps.error_count:
             first = maps.errors[0] if maps.errors else None
@@ -351,9 +352,24 @@ class ProcessReader:
                               line=first.lineno if first else None,
                               reason=first.reason if first else None)
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
-        st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
                          maps.off_policy_bytes, "full", mappings=maps.mappings)
+
+    def policies(self, pl: Placement, st: ProcessState, resident: int, now: float
+                 ) -> Placement:
+        """Return ``pl`` with the memory policies its sample carries: a full read's own
+        (kept as the process's policy view), else the standing view's applied to the
+        sampled bytes, else none and ``policies_known`` False (``model/policies.py``)."""
+        if pl.method == "full":
+            st.policies = PolicyView(pl.policy_bytes, pl.policy_nodes, pl.off_policy_bytes,
+                                     sum(pl.bytes.values()), resident, now)
+            return pl
+        view = current(st.policies, now, resident, self.config.policy_interval)
+        if view is None:
+            return pl
+        got = scaled(view, sum(pl.bytes.values()))
+        return replace(pl, policy_bytes=got.policy_bytes, policy_nodes=got.policy_nodes,
+                       off_policy_bytes=got.off_policy_bytes, policies_known=True)
 
     def known_nodes(self, memory: Mapping[tuple[int, Kind], int], where: str
                     ) -> dict[tuple[int, Kind], int]:
@@ -425,7 +441,7 @@ class ProcessReader:
             online=frozenset(topo.nodes),
             memory_nodes=system.memory_nodes,
             cpu_nodes_online=topo.cpu_nodes(),
-            policy_nodes=pl.policy_nodes,
+            policy_nodes=pl.policy_nodes if pl.policies_known else None,
             mems_allowed=cand.status.mems_allowed,
             affinity_nodes=affinity,
             thread_nodes=thread_nodes,
@@ -498,6 +514,7 @@ class ProcessReader:
             raise
         cpu = self.cpu() - c0
         elapsed = self.clock() - t0
+        pl = self.policies(pl, st, cand.resident, now.mono)
         if pl.method == "full":
             st.full_seconds_per_byte = elapsed / max(cand.resident, 1)
             st.last_full = now.mono

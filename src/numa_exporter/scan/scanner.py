@@ -20,6 +20,7 @@ from numa_exporter.model.cadence import CadencePolicy, plan
 from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.drift import WarmupRule
 from numa_exporter.model.kubernetes import KubernetesView
+from numa_exporter.model.policies import policies_due
 from numa_exporter.model.process_state import ProcessState, ProcessTable
 from numa_exporter.model.read_times import ReadTimeHistogram
 from numa_exporter.model.snapshot import (
@@ -230,7 +231,14 @@ class Scanner:
         cfg = self.config
         return CadencePolicy(sample_above=cfg.sample_above, full_interval=cfg.full_interval,
                              process_budget=cfg.process_budget, interval=cfg.scan_interval,
-                             hold_budget=cfg.hold_budget)
+                             hold_budget=cfg.hold_budget,
+                             policy_hold_budget=cfg.policy_hold_budget)
+
+    def _policies_due(self, prev: ProcessState | None, cand: Candidate, now: ScanTime
+                      ) -> bool:
+        """Return whether the memory policies of ``cand`` are due (``model/policies.py``)."""
+        return policies_due(prev.policies if prev is not None else None, now.mono,
+                            cand.resident, self.config.policy_interval)
 
     def _probed(self, cand: Candidate, now: ScanTime, deadline: float) -> bool:
         """Return whether a page-size probe of ``cand`` changed its costs (see
@@ -287,14 +295,16 @@ class Scanner:
                      seconds_per_byte=prev.full_seconds_per_byte if prev else None,
                      next_due=prev.next_due if prev else 0.0,
                      last_full=prev.last_full if prev else 0.0, sampling=sampling,
-                     costs=prev.costs if prev else None)
+                     costs=prev.costs if prev else None,
+                     policies_due=self._policies_due(prev, cand, now))
             if p.reason == "hold" and self._probed(cand, now, deadline):  # huge pages walk faster
                 prev = self.table.peek(cand.key)
                 assert prev is not None
                 p = plan(policy, now=now.mono, resident_bytes=cand.resident,
                          seconds_per_byte=prev.full_seconds_per_byte,
                          next_due=prev.next_due, last_full=prev.last_full,
-                         sampling=sampling, costs=prev.costs)
+                         sampling=sampling, costs=prev.costs,
+                         policies_due=self._policies_due(prev, cand, now))
             if not p.read_now:
                 states["kept" if self._keep(prev, samples, now.wall_of(p.next_due))
                        else "skipped"] += 1
