@@ -15,7 +15,10 @@ reports the worst. Every round bounds its own time and cleans up what it started
 * ``zombie_leader`` - a C program whose main thread calls pthread_exit(): exported with its
   memory;
 * ``renaming_process`` - a worker renaming itself every 100 ms: only numa_process_info
-  carries its name, one sample per scrape.
+  carries its name, one sample per scrape;
+* ``exec_in_place`` - a program that grows, then exec()s a smaller one under the same pid
+  and start time (issue 23): the new program's arrived-bytes counters start from zero (the
+  soak's counter check leaves its pid out: its counters restart, as a new program's do).
 """
 
 from __future__ import annotations
@@ -136,7 +139,8 @@ def _samples(body: str) -> Iterator[tuple[str, dict[str, str], float]]:
 
 @contextlib.contextmanager
 def _started(cmd: list[str], **kw: object) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, **kw)  # type: ignore[call-overload]
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, **kw)  # type: ignore[call-overload]
     try:
         yield proc
     finally:
@@ -387,10 +391,87 @@ def renaming_process(soak: Soak, scrapes: int = 6) -> HostileCheck:
                      if bad_info else ""))
 
 
+EXEC_SECOND = r"""
+import sys, time
+with open("/proc/self/comm", "w") as f:
+    f.write(sys.argv[1])  # exec() named it after the interpreter: selected by ^soak-
+buf = b"\x02" * (24 << 20)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+EXEC_FIRST = r"""
+import os, sys
+with open("/proc/self/comm", "w") as f:
+    f.write(sys.argv[1])  # selected by ^soak-
+buf = [b"\x01" * (32 << 20)]
+print("ready", flush=True)
+sys.stdin.readline()
+buf.append(b"\x01" * (48 << 20))  # grows: arrived bytes for the first program
+print("grown", flush=True)
+sys.stdin.readline()
+os.execv(sys.executable, [sys.executable, "-c", SECOND, sys.argv[1]])
+"""
+
+
+def _pid_counter(soak: Soak, pid: int, name: str) -> float:
+    """Return the sum of ``name`` over the pid's series in one scrape (-1: scrape failed)."""
+    try:
+        with urllib.request.urlopen(soak.url, timeout=5) as r:
+            body = r.read().decode()
+    except OSError:
+        return -1.0
+    return sum(v for n, lab, v in _samples(body) if n == name and lab.get("pid") == str(pid))
+
+
+def _until(soak: Soak, test: Callable[[], bool], timeout: float) -> bool:
+    """Return whether ``test`` held before ``timeout`` seconds (polled)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not soak.stop.is_set():
+        if test():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def exec_in_place(soak: Soak) -> HostileCheck:
+    """A program that grows, then exec()s a smaller one in place (same pid and start time):
+    the new program's arrived-bytes counters start from zero, not from the old program's."""
+    code = EXEC_FIRST.replace("SECOND", repr(EXEC_SECOND))
+    arrived = "numa_process_node_arrived_bytes_total"
+    with _started([sys.executable, "-c", code, "soak-exec"], stdin=subprocess.PIPE,
+                  stdout=subprocess.PIPE) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        if not _ready(proc):
+            return _check("exec_in_place", False, "the program did not start")
+        # its counters restart at the exec, as a new program's: not a counter going back
+        soak.restarting_pids.add(str(proc.pid))
+        if not _until(soak, lambda: _pid_bytes(soak, proc.pid) >= 30 << 20, 15):
+            return _check("exec_in_place", False, "the first program was never exported")
+        proc.stdin.write(b"grow\n")
+        proc.stdin.flush()
+        proc.stdout.readline()
+        if not _until(soak, lambda: _pid_counter(soak, proc.pid, arrived) >= 40 << 20, 15):
+            return _check("exec_in_place", False, "the first program's growth never arrived")
+        before = _pid_counter(soak, proc.pid, arrived)
+        proc.stdin.write(b"exec\n")
+        proc.stdin.flush()
+        if proc.stdout.readline().strip() != b"ready":
+            return _check("exec_in_place", False, "the second program did not start")
+        small = _until(soak, lambda: 0 < _pid_bytes(soak, proc.pid) <= 40 << 20, 15)
+        after = _pid_counter(soak, proc.pid, arrived)
+    passed = small and 0 <= after < 20 << 20
+    return _check("exec_in_place", passed,
+                  f"arrived bytes {before / 2**20:.1f} MiB before exec, "
+                  f"{max(after, 0) / 2**20:.1f} MiB after "
+                  f"({'the new program seen' if small else 'the new program NOT seen'})")
+
+
 ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
     "log_write_failure": log_write_failure,
     "signal_storm": signal_storm,
     "colliding_cgroups": colliding_cgroups,
     "zombie_leader": zombie_leader,
     "renaming_process": renaming_process,
+    "exec_in_place": exec_in_place,
 }
