@@ -1,11 +1,12 @@
-"""``python -m benchmarks [daemon|interference|sampled|guest] ...``: see benchmarks/README.md."""
+"""``python -m benchmarks [daemon|interference|sampled|guest|policy] ...``: see
+benchmarks/README.md."""
 
 import sys
 
-from benchmarks import daemon, guest, interference, run, sampled
+from benchmarks import daemon, guest, interference, policy_read, run, sampled
 
 COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main,
-            "guest": guest.main}
+            "guest": guest.main, "policy": policy_read.main}
 
 if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
     sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))

@@ -203,10 +203,10 @@ def build_parser() -> argparse.ArgumentParser:
            "twice this old, then left out with the verdicts that rest on them; 0 = never "
            "(a sampled process exports no policies) (default 5m)")
     a("--placement.policy-hold-budget", dest="policy_hold_budget", metavar="DURATION",
-      type=_duration, default=0.05,
+      type=_duration, default=0.1,
       help="longest the mmap lock may be held by one read() of numa_maps in a full read "
            "made for memory policies (--placement.policy-interval); a process estimated "
-           "above it is not read for policies; 0 = never (default 50ms)")
+           "above it is not read for policies; 0 = never (default 100ms)")
     a("--scan.process-budget", dest="process_budget", metavar="DURATION", type=_duration,
       default=0.5,
       help="average time a full read of one process may take per scan; where sampling is "

@@ -80,7 +80,7 @@ def test_unknown_policies_give_no_policy_series_and_no_verdict(bound_root: Path)
 
 def test_a_policy_read_at_discovery_carries_onto_sampled_reads(bound_root: Path) -> None:
     # 4 GiB unmeasured: a 32 ms hold estimated, over the 5 ms hold budget but within the
-    # 50 ms policy hold budget; a tiny hold budget keeps it sampled after that read
+    # 100 ms policy hold budget; a tiny hold budget keeps it sampled after that read
     first, *rest = _scan(bound_root, 4, hold_budget=1e-12)
     assert (first.method, first.placement_reason) == ("full", "policy")
     assert first.memory_bound is True
@@ -90,6 +90,8 @@ def test_a_policy_read_at_discovery_carries_onto_sampled_reads(bound_root: Path)
         assert p.policy_bytes["bind"] == 4 * GiB == sum(p.policy_bytes.values())
         assert p.memory_bound is True
         assert p.mismatches["threads_bound_memory_free"] is False
+        # a read for policies leaves the reader choice and the sampled budget as planned
+        assert p.full_read_cpu is None and p.hold_seconds is not None
 
 
 def test_a_hold_over_the_policy_budget_leaves_policies_unknown(bound_root: Path) -> None:

@@ -87,7 +87,7 @@ class CadencePolicy:
     interval: float = 15.0  # the scan interval
     hold_budget: float = 0.005  # longest mmap-lock hold a full read may cause (0: no bound)
     # longest hold a full read for memory policies may cause, at its due times (0: none)
-    policy_hold_budget: float = 0.05
+    policy_hold_budget: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)

@@ -515,7 +515,12 @@ class ProcessReader:
         cpu = self.cpu() - c0
         elapsed = self.clock() - t0
         pl = self.policies(pl, st, cand.resident, now.mono)
-        if pl.method == "full":
+        if pl.method == "full" and plan_ is not None and plan_.reason == "policy":
+            # read for its policies: its lock hold counts; the sampled reader's budget and
+            # the reader choice stay as they were planned (no full read was chosen for them)
+            st.last_full = now.mono
+            st.costs = replace(record_hold(st.costs, hold[0]), mappings=pl.mappings)
+        elif pl.method == "full":
             st.full_seconds_per_byte = elapsed / max(cand.resident, 1)
             st.last_full = now.mono
             st.costs = replace(record_hold(st.costs, hold[0]), full_cpu=cpu,
