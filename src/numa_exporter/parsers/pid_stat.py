@@ -40,11 +40,13 @@ class PidStat:
         return bool(self.flags & PF_KTHREAD)
 
 
-#: Fields of the program image exec() lays out anew: startcode, endcode, startstack (26-28)
-#: and, since Linux 3.5, arg_start, arg_end, env_start, env_end (48-51). With address-space
-#: randomisation each exec gives new values even for the same program; no write by another
-#: user moves them (only ``prctl(PR_SET_MM)`` with CAP_SYS_RESOURCE, on the caller itself).
-_IMAGE_FIELDS = (26, 27, 28, 48, 49, 50, 51)
+#: Fields of the program image exec() lays out anew: startcode, endcode, startstack (26-28).
+#: With address-space randomisation each exec gives new values even for the same program
+#: (the stack always, the code of a PIE); without it, another program's code ends
+#: elsewhere. No other user moves them (only ``prctl(PR_SET_MM)`` with CAP_SYS_RESOURCE, on
+#: the caller itself, which CRIU uses). Not arg_start..env_end (48-51): privileged programs
+#: move those to rename themselves (systemd's ``rename_process``), which is no exec.
+_IMAGE_FIELDS = (26, 27, 28)
 
 
 def exec_marker(fields: list[int]) -> tuple[int, ...] | None:
@@ -52,7 +54,8 @@ def exec_marker(fields: list[int]) -> tuple[int, ...] | None:
     kernel hides them: all zero without an mm (a zombie leader), 1, 1, 0... where the reader
     may not ptrace the process (``do_task_stat``'s ``permitted``)."""
     got = tuple(fields[n - 4] for n in _IMAGE_FIELDS if n - 4 < len(fields))
-    if len(got) < 3 or not any(got) or (got[0] == 1 and got[1] == 1 and not any(got[2:])):
+    if len(got) < len(_IMAGE_FIELDS) or not any(got) or (got[0] == 1 and got[1] == 1
+                                                         and not any(got[2:])):
         return None
     return got
 
