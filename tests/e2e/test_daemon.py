@@ -136,7 +136,8 @@ def test_real_proc_bytes_match_rss(start_daemon: StartDaemon) -> None:
         stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        d = start_daemon("--process.min-resident=0", "--scan.interval=1s", "--log.format=json")
+        d = start_daemon("--process.min-resident=0", "--process.detail-above=0",
+                         "--scan.interval=1s", "--log.format=json")
         text = d.wait_scans(2)
         pid = str(child.pid)
         mem = values(text, "numa_process_memory_bytes", pid=pid)
