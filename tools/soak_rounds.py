@@ -531,14 +531,14 @@ os.execv(sys.executable, [sys.executable, "-c", SECOND, sys.argv[1]])
 """
 
 
-def _pid_counter(soak: Soak, pid: int, name: str) -> float:
-    """Return the sum of ``name`` over the pid's series in one scrape (-1: scrape failed)."""
+def _pid_counter(url: str, pid: int, *names: str) -> float:
+    """Return the sum of ``names`` over the pid's series in one scrape (-1: it failed)."""
     try:
-        with urllib.request.urlopen(soak.url, timeout=5) as r:
+        with urllib.request.urlopen(url, timeout=5) as r:
             body = r.read().decode()
     except OSError:
         return -1.0
-    return sum(v for n, lab, v in _samples(body) if n == name and lab.get("pid") == str(pid))
+    return sum(v for n, lab, v in _samples(body) if n in names and lab.get("pid") == str(pid))
 
 
 def _until(soak: Soak, test: Callable[[], bool], timeout: float) -> bool:
@@ -551,32 +551,60 @@ def _until(soak: Soak, test: Callable[[], bool], timeout: float) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def _detail_daemon(soak: Soak, include: str) -> Iterator[str]:
+    """Run a second daemon that serves every process in full (the per-node counters are
+    left out below ``--process.detail-above`` otherwise); yield its URL. SIGTERM at the end
+    (killed after 15 s)."""
+    from tools.soak import HOST, _free_port
+
+    port = _free_port()
+    cmd = [*soak.exporter, f"--web.listen-address={HOST}:{port}", "--path.procfs=/proc",
+           "--scan.interval=500ms", f"--process.include={include}",
+           "--process.min-resident=16MiB", "--process.detail-above=0",
+           "--no-collector.accelerator"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://{HOST}:{port}/metrics"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def exec_in_place(soak: Soak) -> HostileCheck:
     """A program that grows, then exec()s a smaller one in place (same pid and start time):
     the new program's arrived-bytes counters start from zero, not from the old program's."""
     code = EXEC_FIRST.replace("SECOND", repr(EXEC_SECOND))
     arrived = "numa_process_node_arrived_bytes_total"
-    with _started([sys.executable, "-c", code, "soak-exec"], stdin=subprocess.PIPE,
-                  stdout=subprocess.PIPE) as proc:
+    placed = ("numa_process_local_memory_bytes", "numa_process_remote_memory_bytes")
+    with _detail_daemon(soak, "^soak-exec$") as url, \
+            _started([sys.executable, "-c", code, "soak-exec"], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         if not _ready(proc):
             return _check("exec_in_place", False, "the program did not start")
+        pid = proc.pid
         # its counters restart at the exec, as a new program's: not a counter going back
-        soak.restarting_pids.add(str(proc.pid))
-        if not _until(soak, lambda: _pid_bytes(soak, proc.pid) >= 30 << 20, 15):
+        soak.restarting_pids.add(str(pid))
+        if not _until(soak, lambda: _pid_counter(url, pid, *placed) >= 30 << 20, 20):
             return _check("exec_in_place", False, "the first program was never exported")
         proc.stdin.write(b"grow\n")
         proc.stdin.flush()
         proc.stdout.readline()
-        if not _until(soak, lambda: _pid_counter(soak, proc.pid, arrived) >= 40 << 20, 15):
+        if not _until(soak, lambda: _pid_counter(url, pid, arrived) >= 40 << 20, 15):
             return _check("exec_in_place", False, "the first program's growth never arrived")
-        before = _pid_counter(soak, proc.pid, arrived)
+        before = _pid_counter(url, pid, arrived)
         proc.stdin.write(b"exec\n")
         proc.stdin.flush()
         if proc.stdout.readline().strip() != b"ready":
             return _check("exec_in_place", False, "the second program did not start")
-        small = _until(soak, lambda: 0 < _pid_bytes(soak, proc.pid) <= 40 << 20, 15)
-        after = _pid_counter(soak, proc.pid, arrived)
+        small = _until(soak, lambda: 0 < _pid_counter(url, pid, *placed) <= 40 << 20, 15)
+        after = _pid_counter(url, pid, arrived)
     passed = small and 0 <= after < 20 << 20
     return _check("exec_in_place", passed,
                   f"arrived bytes {before / 2**20:.1f} MiB before exec, "
