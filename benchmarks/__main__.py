@@ -1,12 +1,13 @@
-"""``python -m benchmarks [daemon|interference|sampled|guest|kubelet-churn] ...``: see
+"""``python -m benchmarks [daemon|interference|sampled|guest|kubelet-churn|policy] ...``: see
 benchmarks/README.md."""
 
 import sys
 
-from benchmarks import daemon, guest, interference, kubelet_churn, run, sampled
+from benchmarks import daemon, guest, interference, kubelet_churn, policy_read, run, sampled
 
 COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main,
-            "guest": guest.main, "kubelet-churn": kubelet_churn.main}
+            "guest": guest.main, "kubelet-churn": kubelet_churn.main,
+            "policy": policy_read.main}
 
 if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
     sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))

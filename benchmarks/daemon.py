@@ -72,7 +72,8 @@ def sample_value(text: str, name: str, **labels: str) -> float | None:
 class Daemon:
     """A running exporter (``python -m numa_exporter``) with a JSON log in ``workdir``."""
 
-    def __init__(self, args: Sequence[str], workdir: Path, name: str = "daemon") -> None:
+    def __init__(self, args: Sequence[str], workdir: Path, name: str = "daemon",
+                 env: dict[str, str] | None = None) -> None:
         self.port = _free_port()
         self.log = workdir / f"{name}.log"
         cmd = [sys.executable, "-m", "numa_exporter",
@@ -80,7 +81,7 @@ class Daemon:
                "--log.format=json", *args]
         self.args = list(args)
         with open(self.log, "wb") as fh:
-            self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
         self.ps = psutil.Process(self.proc.pid)
         self._seen = 0  # log bytes already parsed
         self._scans: list[dict[str, Any]] = []

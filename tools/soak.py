@@ -268,6 +268,8 @@ class Soak:
         self.lock = threading.Lock()
         self.workers: list[Worker] = []
         self.counters: dict[tuple[Any, ...], tuple[float, float]] = {}
+        # pids of programs that exec() in place (a local round): their counters restart
+        self.restarting_pids: set[str] = set()
         self.latencies: list[float] = []
         self.stale: set[tuple[int, float]] = set()
         self.stop = threading.Event()
@@ -366,6 +368,8 @@ class Soak:
         scan_start = ts - duration
         with self.lock:
             for name, labels, v in counters:
+                if labels.get("pid") in self.restarting_pids:
+                    continue  # a new program under the same pid and start time
                 ident: tuple[Any, ...] = (name, tuple(sorted(
                     (k, x) for k, x in labels.items() if k != "comm")))
                 if "pid" in labels:  # a pid may be reused: the start time tells them apart

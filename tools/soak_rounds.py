@@ -22,7 +22,10 @@ reports the worst. Every round bounds its own time and cleans up what it started
   files, name the pod from its log directory and exit 0 on SIGTERM;
 * ``checkpoint_churn`` - a second daemon on the same root whose 4 MiB device checkpoint is
   replaced every second (issue 23 #5): it must keep scanning and export the device
-  assignments; its CPU per scan is reported.
+  assignments; its CPU per scan is reported;
+* ``exec_in_place`` - a program that grows, then exec()s a smaller one under the same pid
+  and start time (issue 23): the new program's arrived-bytes counters start from zero (the
+  soak's counter check leaves its pid out: its counters restart, as a new program's do).
 """
 
 from __future__ import annotations
@@ -144,7 +147,8 @@ def _samples(body: str) -> Iterator[tuple[str, dict[str, str], float]]:
 
 @contextlib.contextmanager
 def _started(cmd: list[str], **kw: object) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, **kw)  # type: ignore[call-overload]
+    kw.setdefault("stdin", subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, **kw)  # type: ignore[call-overload]
     try:
         yield proc
     finally:
@@ -504,6 +508,110 @@ def checkpoint_churn(soak: Soak, seconds: float = 10.0) -> HostileCheck:
                   f"GPU assignments exported {gpus}, not verified in time {late:.0f}")
 
 
+EXEC_SECOND = r"""
+import sys, time
+with open("/proc/self/comm", "w") as f:
+    f.write(sys.argv[1])  # exec() named it after the interpreter: selected by ^soak-
+buf = b"\x02" * (24 << 20)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+EXEC_FIRST = r"""
+import os, sys
+with open("/proc/self/comm", "w") as f:
+    f.write(sys.argv[1])  # selected by ^soak-
+buf = [b"\x01" * (32 << 20)]
+print("ready", flush=True)
+sys.stdin.readline()
+buf.append(b"\x01" * (48 << 20))  # grows: arrived bytes for the first program
+print("grown", flush=True)
+sys.stdin.readline()
+os.execv(sys.executable, [sys.executable, "-c", SECOND, sys.argv[1]])
+"""
+
+
+def _pid_counter(url: str, pid: int, *names: str) -> float:
+    """Return the sum of ``names`` over the pid's series in one scrape (-1: it failed)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            body = r.read().decode()
+    except OSError:
+        return -1.0
+    return sum(v for n, lab, v in _samples(body) if n in names and lab.get("pid") == str(pid))
+
+
+def _until(soak: Soak, test: Callable[[], bool], timeout: float) -> bool:
+    """Return whether ``test`` held before ``timeout`` seconds (polled)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and not soak.stop.is_set():
+        if test():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@contextlib.contextmanager
+def _detail_daemon(soak: Soak, include: str) -> Iterator[str]:
+    """Run a second daemon that serves every process in full (the per-node counters are
+    left out below ``--process.detail-above`` otherwise); yield its URL. SIGTERM at the end
+    (killed after 15 s)."""
+    from tools.soak import HOST, _free_port
+
+    port = _free_port()
+    cmd = [*soak.exporter, f"--web.listen-address={HOST}:{port}", "--path.procfs=/proc",
+           "--scan.interval=500ms", f"--process.include={include}",
+           "--process.min-resident=16MiB", "--process.detail-above=0",
+           "--no-collector.accelerator"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://{HOST}:{port}/metrics"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def exec_in_place(soak: Soak) -> HostileCheck:
+    """A program that grows, then exec()s a smaller one in place (same pid and start time):
+    the new program's arrived-bytes counters start from zero, not from the old program's."""
+    code = EXEC_FIRST.replace("SECOND", repr(EXEC_SECOND))
+    arrived = "numa_process_node_arrived_bytes_total"
+    placed = ("numa_process_local_memory_bytes", "numa_process_remote_memory_bytes")
+    with _detail_daemon(soak, "^soak-exec$") as url, \
+            _started([sys.executable, "-c", code, "soak-exec"], stdin=subprocess.PIPE,
+                     stdout=subprocess.PIPE) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        if not _ready(proc):
+            return _check("exec_in_place", False, "the program did not start")
+        pid = proc.pid
+        # its counters restart at the exec, as a new program's: not a counter going back
+        soak.restarting_pids.add(str(pid))
+        if not _until(soak, lambda: _pid_counter(url, pid, *placed) >= 30 << 20, 20):
+            return _check("exec_in_place", False, "the first program was never exported")
+        proc.stdin.write(b"grow\n")
+        proc.stdin.flush()
+        proc.stdout.readline()
+        if not _until(soak, lambda: _pid_counter(url, pid, arrived) >= 40 << 20, 15):
+            return _check("exec_in_place", False, "the first program's growth never arrived")
+        before = _pid_counter(url, pid, arrived)
+        proc.stdin.write(b"exec\n")
+        proc.stdin.flush()
+        if proc.stdout.readline().strip() != b"ready":
+            return _check("exec_in_place", False, "the second program did not start")
+        small = _until(soak, lambda: 0 < _pid_counter(url, pid, *placed) <= 40 << 20, 15)
+        after = _pid_counter(url, pid, arrived)
+    passed = small and 0 <= after < 20 << 20
+    return _check("exec_in_place", passed,
+                  f"arrived bytes {before / 2**20:.1f} MiB before exec, "
+                  f"{max(after, 0) / 2**20:.1f} MiB after "
+                  f"({'the new program seen' if small else 'the new program NOT seen'})")
+
+
 ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
     "log_write_failure": log_write_failure,
     "signal_storm": signal_storm,
@@ -512,4 +620,5 @@ ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
     "renaming_process": renaming_process,
     "rootfs_special_files": rootfs_special_files,
     "checkpoint_churn": checkpoint_churn,
+    "exec_in_place": exec_in_place,
 }

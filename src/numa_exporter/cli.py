@@ -201,6 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
       default=0.0,
       help="also read sampled processes in full this often, for exact numbers; 0 = never "
            "(default 0)")
+    a("--placement.policy-interval", dest="policy_interval", metavar="DURATION",
+      type=_duration, default=300.0,
+      help="read a sampled process in full for its memory policies (only numa_maps shows "
+           "them) at discovery, then this often or once its resident size moved by half, "
+           "where --placement.policy-hold-budget allows; its policies are exported until "
+           "twice this old, then left out with the verdicts that rest on them; 0 = never "
+           "(a sampled process exports no policies) (default 5m)")
+    a("--placement.policy-hold-budget", dest="policy_hold_budget", metavar="DURATION",
+      type=_duration, default=0.1,
+      help="longest the mmap lock may be held by one read() of numa_maps in a full read "
+           "made for memory policies (--placement.policy-interval); a process estimated "
+           "above it is not read for policies; 0 = never (default 100ms)")
     a("--scan.process-budget", dest="process_budget", metavar="DURATION", type=_duration,
       default=0.5,
       help="average time a full read of one process may take per scan; where sampling is "
@@ -322,6 +334,8 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         sample_above=ns.sample_above,
         hold_budget=ns.hold_budget,
         full_interval=ns.full_interval,
+        policy_interval=ns.policy_interval,
+        policy_hold_budget=ns.policy_hold_budget,
         process_budget=ns.process_budget,
         kubelet_root_dir=ns.kubelet_root_dir,
     ), web

@@ -60,6 +60,8 @@ class Config:
     sample_above: float = 0.005  # full-read CPU above which sampling is tried (0: never sample)
     hold_budget: float = 0.005  # longest mmap-lock hold a full read may cause, else sample
     full_interval: float = 0.0  # exact full reads of sampled processes this often (0: never)
+    policy_interval: float = 300.0  # full reads of sampled processes for policies (0: never)
+    policy_hold_budget: float = 0.1  # longest hold a full read for policies may cause
     process_budget: float = 0.5  # average full-read seconds one process may cost per scan
     kubelet_root_dir: str = "/var/lib/kubelet"  # a host path, under roots.rootfs
 

@@ -60,6 +60,9 @@ def big_root(tmp_path: Path) -> Path:
 
 
 def _scanner(root: Path, sampled: FakeSampled, **kw: object) -> Scanner:
+    # the reader chosen by lock hold and cost alone: no full reads for memory policies
+    # (test_sampled_policies.py covers those)
+    kw.setdefault("policy_interval", 0.0)
     cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0,
                  include=re.compile("^splitter$"), **kw)  # type: ignore[arg-type]
     return Scanner(cfg, sampled=sampled)

@@ -37,7 +37,9 @@ MEMORY_BOUND = MetricSpec(
     "numa_process_memory_bound", "gauge",
     "1 when the process's memory is restricted to a subset of the nodes that have memory "
     "(has_memory; all online nodes where unknown) by bind or interleave policies, "
-    "Mems_allowed or cgroup cpuset.mems, else 0 (0 left out below --process.detail-above).",
+    "Mems_allowed or cgroup cpuset.mems, else 0 (0 left out below --process.detail-above); "
+    "absent where the memory policies of a sampled process are unknown and its cpuset does "
+    "not bind memory.",
     P, drop_zero="summary")
 CPUS_BOUND = MetricSpec(
     "numa_process_cpus_bound", "gauge",
@@ -45,7 +47,8 @@ CPUS_BOUND = MetricSpec(
     "else 0 (0 left out below --process.detail-above).", P, drop_zero="summary")
 MISMATCH = MetricSpec(
     "numa_process_binding_mismatch", "gauge",
-    "1 when the process shows the binding failure named by reason, else 0: "
+    "1 when the process shows the binding failure named by reason, else 0; a reason the "
+    "facts read cannot decide (memory policies unknown) is absent: "
     + "; ".join(f"{r}: {why}" for r, why in REASONS.items())
     + ". 0 is left out for processes below --process.detail-above.",
     (*P, "reason"), drop_zero="summary", bounds=(("reason", len(REASONS)),))

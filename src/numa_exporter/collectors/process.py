@@ -33,7 +33,9 @@ MEMORY = MetricSpec(
 POLICY = MetricSpec(
     "numa_process_policy_memory_bytes", "gauge",
     "Resident bytes of the process by the memory policy of the mapping holding them "
-    "(default, local, prefer, bind, interleave, weighted_interleave, prefer_many).",
+    "(default, local, prefer, bind, interleave, weighted_interleave, prefer_many); for a "
+    "sampled process, the shares of its last full read applied to its sampled bytes, absent "
+    "where none stands (--placement.policy-interval).",
     (*P, "policy"), level="full", bounds=(("policy", 7),))
 LOCAL = MetricSpec(
     "numa_process_local_memory_bytes", "gauge",

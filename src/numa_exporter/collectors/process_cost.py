@@ -33,7 +33,8 @@ REASON = MetricSpec(
     "full read's lock hold is over --placement.hold-budget), cost (the sampled reader "
     "measured cheaper), probe (the sampled reader tried, to measure it), cheaper (the full "
     "read: cheaper, or the only one measured), interval (--placement.full-interval), only "
-    "(sampling unavailable or off).",
+    "(sampling unavailable or off), policy (a full read for the memory policies of a "
+    "process otherwise sampled: --placement.policy-interval).",
     ("pid", "reason"), level="full")
 
 UNSAMPLED = MetricSpec(

@@ -27,11 +27,15 @@ class Binding:
 
     memory_nodes: frozenset[int] | None  # nodes memory is restricted to; None: not restricted
     cpu_nodes: frozenset[int] | None  # nodes CPUs are restricted to; None: not restricted
-    mismatches: dict[str, bool]
+    mismatches: dict[str, bool]  # a reason the facts read cannot decide is left out
+    memory_known: bool = True  # False: memory policies unknown and the cpuset binds nothing
 
     @property
-    def memory_bound(self) -> bool:
-        """Return whether memory is restricted to a subset of the nodes that have memory."""
+    def memory_bound(self) -> bool | None:
+        """Return whether memory is restricted to a subset of the nodes that have memory
+        (None: unknown, the memory policies were not read)."""
+        if not self.memory_known:
+            return None
         return self.memory_nodes is not None
 
     @property
@@ -98,7 +102,7 @@ def analyse(
     online: frozenset[int],
     memory_nodes: frozenset[int] | None,
     cpu_nodes_online: frozenset[int],
-    policy_nodes: Mapping[tuple[str, frozenset[int]], int],
+    policy_nodes: Mapping[tuple[str, frozenset[int]], int] | None,
     mems_allowed: frozenset[int] | None,
     affinity_nodes: frozenset[int] | None,
     thread_nodes: frozenset[int],
@@ -113,12 +117,21 @@ def analyse(
 
     ``off_policy_bytes`` are resident bytes of bind-policy mappings found on nodes their
     policy does not name (moved there by ``migratepages`` or an ``mbind`` without MOVE).
+
+    ``policy_nodes`` None: the memory policies are unknown (a sampled process without a
+    standing policy read, ``model/policies.py``); see :func:`unknown_policies`.
     """
-    mem = memory_binding(policy_nodes, mems_allowed, online, memory_nodes)
-    total = sum(policy_nodes.values())
     cpu: frozenset[int] | None = None
     if affinity_nodes is not None and affinity_nodes and affinity_nodes != cpu_nodes_online:
         cpu = affinity_nodes
+    if policy_nodes is None:
+        return unknown_policies(online=online, memory_nodes=memory_nodes,
+                                mems_allowed=mems_allowed, cpu=cpu,
+                                thread_nodes=thread_nodes,
+                                accelerator_nodes=accelerator_nodes,
+                                balancing_mode=balancing_mode)
+    mem = memory_binding(policy_nodes, mems_allowed, online, memory_nodes)
+    total = sum(policy_nodes.values())
     allowed_mem = mem if mem is not None else online
     known_accel = frozenset(n for n in accelerator_nodes if n >= 0)
     mismatches = {
@@ -132,3 +145,34 @@ def analyse(
         "memory_off_policy_nodes": bool(total and off_policy_bytes / total > OFF_POLICY_SHARE),
     }
     return Binding(mem, cpu, mismatches)
+
+
+def unknown_policies(*, online: frozenset[int], memory_nodes: frozenset[int] | None,
+                     mems_allowed: frozenset[int] | None, cpu: frozenset[int] | None,
+                     thread_nodes: frozenset[int], accelerator_nodes: frozenset[int],
+                     balancing_mode: int | None) -> Binding:
+    """Return the bindings where the memory policies are unknown: only what the cpuset
+    (``Mems_allowed``) and the other facts decide whatever the policies are.
+
+    A policy can only narrow memory within the cpuset (:func:`memory_binding`), so a cpuset
+    that binds memory makes it bound and every node set it implies a superset of the true
+    one. A reason is given only where that settles it; the others are left out, never
+    exported as "no".
+    """
+    by_cpuset = memory_binding({}, mems_allowed, online, memory_nodes)
+    known_accel = frozenset(n for n in accelerator_nodes if n >= 0)
+    mismatches: dict[str, bool] = {}
+    if cpu is None or by_cpuset is not None:
+        mismatches["threads_bound_memory_free"] = False
+    if not thread_nodes:
+        mismatches["memory_not_on_thread_nodes"] = False
+    elif by_cpuset is not None and not (by_cpuset & thread_nodes):
+        mismatches["memory_not_on_thread_nodes"] = True
+    if not known_accel:
+        mismatches["accelerator_node_not_allowed"] = False
+    elif by_cpuset is not None and not (known_accel & by_cpuset):
+        mismatches["accelerator_node_not_allowed"] = True
+    balancing = bool(balancing_mode and balancing_mode & 1)
+    if not balancing or by_cpuset is not None:
+        mismatches["balancing_with_strict_binding"] = balancing
+    return Binding(by_cpuset, cpu, mismatches, memory_known=by_cpuset is not None)

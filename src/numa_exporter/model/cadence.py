@@ -18,6 +18,10 @@ CPU time is kept (the sampled reader is tried once when a full read measured abo
 redone once the resident size has moved by half or more.
 Where sampling is unavailable, a process whose full read costs more than ``process_budget``
 is read every k-th scan so that its average cost per scan stays within the budget.
+
+A process that would be sampled is read in full instead while its memory policies are due
+(``model/policies.py``: only a full read shows them) and the estimated hold is within
+``policy_hold_budget``: at discovery, then every policy interval or after its size moved.
 """
 
 from __future__ import annotations
@@ -68,8 +72,9 @@ Method = Literal["full", "sampled"]
 #: Why the method was chosen: ``hold`` (the full read's longest lock hold is over the
 #: budget), ``cost`` (the sampled reader measured cheaper), ``probe`` (trying the sampled
 #: reader to measure it), ``cheaper`` (the full read: cheaper, or the only one measured),
-#: ``interval`` (a full read the operator asked for), ``only`` (sampling is unavailable).
-Reason = Literal["hold", "cost", "probe", "cheaper", "interval", "only"]
+#: ``interval`` (a full read the operator asked for), ``only`` (sampling is unavailable),
+#: ``policy`` (a full read instead of a sampled one: the memory policies were due).
+Reason = Literal["hold", "cost", "probe", "cheaper", "interval", "only", "policy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +86,8 @@ class CadencePolicy:
     process_budget: float = 0.5  # average full-read cost one process may take per scan
     interval: float = 15.0  # the scan interval
     hold_budget: float = 0.005  # longest mmap-lock hold a full read may cause (0: no bound)
+    # longest hold a full read for memory policies may cause, at its due times (0: none)
+    policy_hold_budget: float = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +128,13 @@ class ReadCosts:
                        mappings=mappings, seconds_per_byte=elapsed / max(resident, 1),
                        last_full=now)
 
+    def record_policy_read(self, *, hold: float, mappings: int, now: float) -> ReadCosts:
+        """Return the costs after a full read made for memory policies (plan reason
+        ``policy``): its hold counts, and it is the last full read; the full read's CPU and
+        rate, which size the sampled reader's budget and choose the reader, stay as they
+        were (no full read was chosen for them)."""
+        return replace(record_hold(self, hold), mappings=mappings, last_full=now)
+
     def record_sampled(self, *, cpu: float, resident: int, queries: int,
                        largest_mapping: int, mappings: int) -> ReadCosts:
         """Return the costs after a sampled read of ``queries`` pages that took ``cpu``."""
@@ -129,11 +143,13 @@ class ReadCosts:
                        maps_resident=resident, mappings=mappings)
 
     def plan(self, policy: CadencePolicy, *, now: float, resident_bytes: int,
-             sampling: bool) -> Plan:
-        """Return this scan's plan for the process these costs were measured of."""
+             sampling: bool, policies_due: bool = False) -> Plan:
+        """Return this scan's plan for the process these costs were measured of
+        (``policies_due``: see :func:`plan`)."""
         return plan(policy, now=now, resident_bytes=resident_bytes,
                     seconds_per_byte=self.seconds_per_byte, next_due=self.next_due,
-                    last_full=self.last_full, sampling=sampling, costs=self)
+                    last_full=self.last_full, sampling=sampling, costs=self,
+                    policies_due=policies_due)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,11 +249,26 @@ def _sampled(est: float, now: float, hold: float, reason: Reason, costs: ReadCos
 
 def plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
          seconds_per_byte: float | None, next_due: float, last_full: float,
-         sampling: bool, costs: ReadCosts | None = None) -> Plan:
+         sampling: bool, costs: ReadCosts | None = None,
+         policies_due: bool = False) -> Plan:
     """Return which reader to use for a process this scan, when to read it next, and why.
 
-    ``now``, ``next_due`` and ``last_full`` are monotonic seconds, never wall time."""
-    costs = costs or ReadCosts()
+    ``now``, ``next_due`` and ``last_full`` are monotonic seconds, never wall time.
+    ``policies_due``: its memory policies are due (``model/policies.py``); a sampled read
+    becomes a full one (reason ``policy``) where the hold is within the policy budget."""
+    p = _plan(policy, now=now, resident_bytes=resident_bytes,
+              seconds_per_byte=seconds_per_byte, next_due=next_due, last_full=last_full,
+              sampling=sampling, costs=costs or ReadCosts())
+    if (p.method == "sampled" and policies_due and policy.policy_hold_budget > 0
+            and p.hold_seconds <= policy.policy_hold_budget):
+        return replace(p, method="full", reason="policy", max_queries=None)
+    return p
+
+
+def _plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
+          seconds_per_byte: float | None, next_due: float, last_full: float,
+          sampling: bool, costs: ReadCosts) -> Plan:
+    """Return the plan without regard to memory policies (see :func:`plan`)."""
     est = estimate_full_seconds(resident_bytes, seconds_per_byte)
     if costs.full_cpu is not None:  # measured CPU, scaled to the current size
         est = costs.full_cpu * max(resident_bytes, 1) / max(costs.full_resident, 1)

@@ -2,27 +2,40 @@
 
 A process is its pid together with its start time (clock ticks since boot, from
 ``/proc/<pid>/stat``): a pid the kernel hands out again is a new process with fresh state.
+A program that replaces itself with ``exec()`` keeps both; its image fields in ``stat``
+(``PidStat.image``: where exec() put the code, stack and arguments) change, and the new
+program starts with fresh state too (its drift warm-up counted from when it was first seen).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from numa_exporter.model.cadence import ReadCosts
 from numa_exporter.model.counters import ThreadSum
 from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.sample_memory import SampleMemory
+from numa_exporter.model.policies import PolicyView
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.model.threads import ThreadReading
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class ProcessKey:
-    """The identity of a process: pid and start time in clock ticks since boot."""
+    """The identity of a process: pid and start time in clock ticks since boot, and the
+    image exec() last laid out (None: not known). The image is not compared here: where one
+    side does not know it, the pid and start time decide (see :func:`execd`)."""
 
     pid: int
     start_ticks: int
+    image: tuple[int, ...] | None = field(default=None, compare=False)
+
+
+def execd(old: ProcessKey, new: ProcessKey) -> bool:
+    """Return whether ``new`` is the same process as ``old`` after an exec(): both images
+    known and different."""
+    return old.image is not None and new.image is not None and old.image != new.image
 
 
 @dataclass(slots=True)
@@ -35,6 +48,8 @@ class ProcessState:
 
     key: ProcessKey
     drift: DriftTrack
+    execd: bool = False  # the state of a program that replaced another by exec()
+    since: float | None = None  # steady time an exec'd program was first read (its age)
     threads: dict[int, ThreadReading] = field(default_factory=dict)
     # threads read so far in a pass stopped at a deadline, by tid (the next read resumes)
     threads_partial: dict[int, ThreadReading] = field(default_factory=dict)
@@ -49,10 +64,19 @@ class ProcessState:
     # measured costs of its reads and the cadence's times (last full read, next due)
     costs: ReadCosts = field(default_factory=ReadCosts)
     # memory policies as the last full read saw them (sampling does not see policies)
-    policy_bytes: dict[str, int] = field(default_factory=dict)
-    policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)
+    policies: PolicyView | None = None
     # what its sampled reads learned (followed pages, carried counts); None until one
     sampled: SampleMemory | None = None
+
+    def program_start(self, start_time: float, now: float) -> float:
+        """Return when the program now running started (steady seconds): the process's
+        ``start_time``, or for one that exec'd, when it was first read after (``now`` the
+        first time asked: at most one scan late, so its warm-up is never cut short)."""
+        if not self.execd:
+            return start_time
+        if self.since is None:
+            self.since = now
+        return max(start_time, self.since)
 
 
 class ProcessTable:
@@ -63,17 +87,21 @@ class ProcessTable:
         self._by_pid: dict[int, ProcessState] = {}
 
     def get(self, key: ProcessKey) -> ProcessState:
-        """Return the state of ``key``, replacing any state of an older process with its pid."""
+        """Return the state of ``key``, replacing any state of an older process with its pid
+        or of the program it replaced by exec()."""
         st = self._by_pid.get(key.pid)
-        if st is None or st.key != key:
-            st = ProcessState(key=key, drift=DriftTrack.new(self.rule))
-            self._by_pid[key.pid] = st
+        if st is None or st.key != key or execd(st.key, key):
+            new = ProcessState(key=key, drift=DriftTrack.new(self.rule),
+                               execd=st is not None and st.key == key)
+            self._by_pid[key.pid] = st = new
+        elif st.key.image is None and key.image is not None:
+            st.key = replace(st.key, image=key.image)  # seen now: an exec from here is new
         return st
 
     def peek(self, key: ProcessKey) -> ProcessState | None:
-        """Return the state of ``key`` if there is one."""
+        """Return the state of ``key`` if there is one (none after an exec())."""
         st = self._by_pid.get(key.pid)
-        return st if st is not None and st.key == key else None
+        return st if st is not None and st.key == key and not execd(st.key, key) else None
 
     def retain(self, listed: frozenset[int]) -> None:
         """Drop the state of every process whose pid is no longer listed."""

@@ -112,6 +112,8 @@ class Placement:
     method: Method
     estimate: SampledPlacement | None = None
     mappings: int = 0  # mappings read (numa_maps lines)
+    # False: the memory policies are unknown, none carried (``model/policies.py``)
+    policies_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,11 +31,33 @@ class PidStat:
     starttime: int
     processor: int | None  # last CPU; absent on very old kernels
     flags: int = 0  # the task's PF_* flags (field 9)
+    # what exec() sets anew (see exec_marker); None: not shown (no mm, or no ptrace access)
+    image: tuple[int, ...] | None = None
 
     @property
     def kernel_thread(self) -> bool:
         """Return whether the kernel says this is a kernel thread (PF_KTHREAD in flags)."""
         return bool(self.flags & PF_KTHREAD)
+
+
+#: Fields of the program image exec() lays out anew: startcode, endcode, startstack (26-28).
+#: With address-space randomisation each exec gives new values even for the same program
+#: (the stack always, the code of a PIE); without it, another program's code ends
+#: elsewhere. No other user moves them (only ``prctl(PR_SET_MM)`` with CAP_SYS_RESOURCE, on
+#: the caller itself, which CRIU uses). Not arg_start..env_end (48-51): privileged programs
+#: move those to rename themselves (systemd's ``rename_process``), which is no exec.
+_IMAGE_FIELDS = (26, 27, 28)
+
+
+def exec_marker(fields: list[int]) -> tuple[int, ...] | None:
+    """Return the image fields of a stat line (``fields[0]`` is field 4), or None where the
+    kernel hides them: all zero without an mm (a zombie leader), 1, 1, 0... where the reader
+    may not ptrace the process (``do_task_stat``'s ``permitted``)."""
+    got = tuple(fields[n - 4] for n in _IMAGE_FIELDS if n - 4 < len(fields))
+    if len(got) < len(_IMAGE_FIELDS) or not any(got) or (got[0] == 1 and got[1] == 1
+                                                         and not any(got[2:])):
+        return None
+    return got
 
 
 def parse_pid_stat(data: bytes) -> PidStat | None:
@@ -80,4 +102,5 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
         starttime=field(22),
         processor=processor,
         flags=field(9),
+        image=exec_marker(f),
     )

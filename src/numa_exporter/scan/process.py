@@ -24,6 +24,7 @@ from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
 from numa_exporter.model.home import home_for, locality
 from numa_exporter.model.kubernetes import Assignment, kubelet_home, kubelet_mismatches
+from numa_exporter.model.policies import PolicyView, current, scaled
 from numa_exporter.model.process_state import ProcessState, ProcessTable
 from numa_exporter.model.sample_memory import SampleMemory, host_migrated_pages
 from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample, SystemSample
@@ -286,7 +287,11 @@ class ProcessReader:
             st.denied = True
             raise
         cpu = self.cpu() - c0
-        if placed.method == "full":
+        placed = self.policies(placed, st, cand.resident, mono)
+        if placed.method == "full" and plan is not None and plan.reason == "policy":
+            st.costs = st.costs.record_policy_read(hold=hold.longest,
+                                                   mappings=placed.mappings, now=mono)
+        elif placed.method == "full":
             st.costs = st.costs.record_full(cpu=cpu, elapsed=self.clock() - t0,
                                             resident=cand.resident, hold=hold.longest,
                                             mappings=placed.mappings, now=mono)
@@ -303,10 +308,9 @@ class ProcessReader:
               host_migrated: int | None = None) -> Placement:
         """Return where the process's pages are, by the planned method (full without one).
 
-        A sampled estimate carries the memory policies of the last full read, if any (only
-        numa_maps shows policies; they change only with mbind/set_mempolicy), and uses and
-        updates what the process's earlier sampled reads learned (``st.sampled``), with the
-        host's migrated-pages counter ``host_migrated``.
+        A sampled estimate carries no memory policies (only numa_maps shows them): see
+        :meth:`policies`. It uses and updates what the process's earlier sampled reads
+        learned (``st.sampled``), with the host's migrated-pages counter ``host_migrated``.
         """
         files = cand.files
         if plan is not None and plan.method == "sampled" and self.sampled is not None:
@@ -319,8 +323,7 @@ class ProcessReader:
             if est.parse_errors:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
             memory = self.known_nodes(est.bytes, f"{files.path}/maps")
-            return Placement(memory, dict(st.policy_bytes), dict(st.policy_nodes), 0,
-                             "sampled", est)
+            return Placement(memory, {}, {}, 0, "sampled", est, policies_known=False)
         maps = self.placement_reader(files, deadline, hold)
         if maps.error_count:
             first = maps.errors[0] if maps.errors else None
@@ -328,12 +331,28 @@ class ProcessReader:
                               line=first.lineno if first else None,
                               reason=first.reason if first else None)
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
-        st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
         # the full read counts movement from here on; a panel kept across it would count
         # the moves between two full reads a second time
         st.sampled = None
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
                          maps.off_policy_bytes, "full", mappings=maps.mappings)
+
+    def policies(self, placed: Placement, st: ProcessState, resident: int, now: float
+                 ) -> Placement:
+        """Return ``placed`` with the memory policies its sample carries: a full read's own
+        (kept as the process's policy view), else the standing view's applied to the
+        sampled bytes, else none and ``policies_known`` False (``model/policies.py``)."""
+        if placed.method == "full":
+            st.policies = PolicyView(placed.policy_bytes, placed.policy_nodes,
+                                     placed.off_policy_bytes, sum(placed.bytes.values()),
+                                     resident, now)
+            return placed
+        view = current(st.policies, now, resident, self.config.policy_interval)
+        if view is None:
+            return placed
+        got = scaled(view, sum(placed.bytes.values()))
+        return replace(placed, policy_bytes=got.policy_bytes, policy_nodes=got.policy_nodes,
+                       off_policy_bytes=got.off_policy_bytes, policies_known=True)
 
     def known_nodes(self, memory: Mapping[tuple[int, Kind], int], where: str
                     ) -> dict[tuple[int, Kind], int]:
@@ -436,7 +455,7 @@ class ProcessReader:
             online=frozenset(topo.nodes),
             memory_nodes=system.memory_nodes,
             cpu_nodes_online=topo.cpu_nodes(),
-            policy_nodes=placed.policy_nodes,
+            policy_nodes=placed.policy_nodes if placed.policies_known else None,
             mems_allowed=cand.status.mems_allowed,
             affinity_nodes=homing.affinity,
             thread_nodes=thread_nodes,
@@ -483,7 +502,8 @@ class ProcessReader:
         followed, both gated on the host's migrated-pages counter ``host_migrated``."""
         if not self.config.enabled("drift"):
             return None
-        age = now.steady - who.start_time if self.boot_time() is not None else None
+        age = (now.steady - st.program_start(who.start_time, now.steady)
+               if self.boot_time() is not None else None)
         est = placed.estimate
         return st.drift.observe(self.table.rule, age, who.rss_bytes, homing.node_bytes,
                                 homing.locality.remote_ratio, host_migrated=host_migrated,

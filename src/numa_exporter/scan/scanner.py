@@ -20,6 +20,7 @@ from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts
 from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.drift import WarmupRule
 from numa_exporter.model.kubernetes import KubernetesView
+from numa_exporter.model.policies import policies_due
 from numa_exporter.model.process_state import ProcessTable
 from numa_exporter.model.read_times import ReadTimeHistogram
 from numa_exporter.model.snapshot import (
@@ -234,7 +235,8 @@ class Scanner:
         cfg = self.config
         return CadencePolicy(sample_above=cfg.sample_above, full_interval=cfg.full_interval,
                              process_budget=cfg.process_budget, interval=cfg.scan_interval,
-                             hold_budget=cfg.hold_budget)
+                             hold_budget=cfg.hold_budget,
+                             policy_hold_budget=cfg.policy_hold_budget)
 
     def _probed(self, cand: Candidate, now: ScanTime, deadline: Deadline) -> bool:
         """Return whether a page-size probe of ``cand`` changed its costs (see
@@ -262,11 +264,14 @@ class Scanner:
         sampling = self.reader.sampled is not None
         prev = self.table.peek(cand.key)
         costs = prev.costs if prev is not None else ReadCosts()
-        p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident, sampling=sampling)
+        due = policies_due(prev.policies if prev is not None else None, now.mono,
+                           cand.resident, self.config.policy_interval)
+        p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident, sampling=sampling,
+                       policies_due=due)
         if p.reason == "hold" and self._probed(cand, now, deadline):
             costs = self.table.get(cand.key).costs
             p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident,
-                           sampling=sampling)
+                           sampling=sampling, policies_due=due)
         return p
 
     def _read_one(self, cand: Candidate, system: SystemSample, p: Plan, now: ScanTime,

@@ -78,8 +78,11 @@ class Candidate:
 
     @property
     def key(self) -> ProcessKey:
-        """Return the process's identity (pid + start time; -1 before stat is read)."""
-        return ProcessKey(self.pid, self.stat.starttime if self.stat else -1)
+        """Return the process's identity (pid + start time + exec image; -1 and None before
+        stat is read)."""
+        if self.stat is None:
+            return ProcessKey(self.pid, -1)
+        return ProcessKey(self.pid, self.stat.starttime, self.stat.image)
 
     @property
     def resident(self) -> int:
