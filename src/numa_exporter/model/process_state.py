@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from numa_exporter.model.cadence import ReadCosts
 from numa_exporter.model.counters import ThreadSum
 from numa_exporter.model.drift import DriftTrack, WarmupRule
-from numa_exporter.model.sample_memory import SampleMemory
 from numa_exporter.model.policies import PolicyView
+from numa_exporter.model.sample_memory import SampleMemory
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.model.threads import ThreadReading
 
