@@ -105,9 +105,13 @@ def test_each_collector_emits_only_its_declared_families(root: str) -> None:
             assert _spec_of(metric, c.specs) is not None, (c.name, metric.name)
 
 
-def test_every_declared_family_is_emitted_on_some_fixture_root() -> None:
+def test_every_declared_family_is_emitted_on_some_fixture_root(tmp_path: Path) -> None:
+    from tests.collectors.test_weighted_interleave_root import weighted_root
+
+    # two_node with the weighted interleave files of 6.9+ kernels (6.16's auto included)
+    weighted = weighted_root(tmp_path, {"node0": b"3\n", "node1": b"1\n", "auto": b"false\n"})
     seen: set[str] = set()
-    for root in ("two_node", "four_node", "inference", "grace_hopper"):
+    for root in ("two_node", "four_node", "inference", "grace_hopper", str(weighted)):
         cfg, snap = _scan(root)
         for c in registry.ALL:
             for metric in c.emit(snap):

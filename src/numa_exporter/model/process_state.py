@@ -48,6 +48,7 @@ class ProcessState:
     # memory policies as the last full read saw them (sampling does not see policies)
     policy_bytes: dict[str, int] = field(default_factory=dict)
     policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)
+    weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
 
 
 class ProcessTable:

@@ -10,6 +10,7 @@ from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesV
 from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.system_tiers import SystemTiers
 from numa_exporter.model.topology import Topology
+from numa_exporter.model.weighted_interleave import InterleaveWeights
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
 
 
@@ -55,6 +56,8 @@ class ProcessSample:
     cpus_bound: bool | None = None
     mismatches: dict[str, bool] = field(default_factory=dict)
     drift: Drift | None = None
+    # weighted-interleave pages: fraction off the node weights (None: none, or no weights)
+    weighted_deviation: float | None = None
     # when and how the placement was read (a process not read again keeps its last values)
     last_scan_timestamp: float | None = None  # Unix time this process was last read
     next_scan_timestamp: float | None = None  # Unix time of its next planned read
@@ -105,6 +108,7 @@ class SystemSample:
     memory_nodes: frozenset[int] | None = None
     node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
     demotion_enabled: bool | None = None
+    weighted_interleave: InterleaveWeights | None = None  # 6.9+; node or binding collector
 
 
 @dataclass(frozen=True, slots=True)

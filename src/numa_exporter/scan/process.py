@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import structlog
@@ -34,6 +34,7 @@ from numa_exporter.model.process_state import ProcessState, ProcessTable
 from numa_exporter.model.snapshot import AcceleratorUse, ProcessSample, SystemSample
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.model.topology import Topology
+from numa_exporter.model.weighted_interleave import weighted_deviation_ratio
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind, NumaMaps, fold_nodes
 from numa_exporter.parsers.pid_status import PidStatus
@@ -144,6 +145,8 @@ class Placement:
     method: str
     estimate: SampledPlacement | None = None
     mappings: int = 0  # mappings read (numa_maps lines)
+    # bytes of weighted-interleave mappings by (policy nodes, node); sampled: the last full
+    weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
 
 
 def unchanged(st: ProcessState, clock: int | None) -> bool:
@@ -343,7 +346,7 @@ class ProcessReader:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
             memory = self.known_nodes(est.bytes, f"{files.path}/maps")
             return Placement(memory, dict(st.policy_bytes), dict(st.policy_nodes), 0,
-                             "sampled", est)
+                             "sampled", est, weighted_nodes=dict(st.weighted_nodes))
         maps = self.placement(files, bound)
         if maps.error_count:
             first = maps.errors[0] if maps.errors else None
@@ -352,8 +355,10 @@ class ProcessReader:
                               reason=first.reason if first else None)
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
         st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
+        st.weighted_nodes = dict(maps.weighted_nodes)
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
-                         maps.off_policy_bytes, "full", mappings=maps.mappings)
+                         maps.off_policy_bytes, "full", mappings=maps.mappings,
+                         weighted_nodes=maps.weighted_nodes)
 
     def known_nodes(self, memory: Mapping[tuple[int, Kind], int], where: str
                     ) -> dict[tuple[int, Kind], int]:
@@ -433,6 +438,14 @@ class ProcessReader:
             balancing_mode=system.balancing_mode,
             off_policy_bytes=pl.off_policy_bytes,
         )
+
+    def weighted_deviation(self, system: SystemSample, pl: Placement) -> float | None:
+        """Return how far the split of the process's weighted-interleave pages is from the
+        node weights (None with the binding collector off, without weights or such pages)."""
+        wi = system.weighted_interleave
+        if not self.config.enabled("binding") or wi is None or not pl.weighted_nodes:
+            return None
+        return weighted_deviation_ratio(pl.weighted_nodes, wi.weights)
 
     # --- stage 4b: tiers, accessors, faults ------------------------------------------------
     def host(self, system: SystemSample) -> HostTiers | None:
@@ -567,6 +580,7 @@ class ProcessReader:
             cpus_bound=binding.cpus_bound if binding else None,
             mismatches=mismatches,
             drift=drift,
+            weighted_deviation=self.weighted_deviation(system, pl),
             last_scan_timestamp=now.wall,
             method=pl.method,
             samples=est.samples if est is not None else None,

@@ -49,6 +49,7 @@ from numa_exporter.readers.tiers import (
     read_node_vmstat,
     read_system_tiers,
 )
+from numa_exporter.readers.weighted_interleave import read_weighted_interleave
 from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
     Abandoned,
@@ -62,7 +63,7 @@ from numa_exporter.sources.cgroupfs import CgroupFS
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.rootfs import RootFS
-from numa_exporter.sources.sysfs import MemoryTierSysFS, NodeSysFS
+from numa_exporter.sources.sysfs import MemoryTierSysFS, NodeSysFS, WeightedInterleaveSysFS
 
 log = structlog.get_logger("numa_exporter.scan.scanner")
 
@@ -103,6 +104,7 @@ class Scanner:
         self.proc.hold_files()  # statm/status/cmdline read by pread on a live procfs
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.memory_tiers = MemoryTierSysFS(config.roots.sysfs)
+        self.weights = WeightedInterleaveSysFS(config.roots.sysfs)
         self.system_tiers = SystemTiers()
         self.clock = clock
         self.wall = wall
@@ -162,6 +164,12 @@ class Scanner:
             sample = SystemSample(topology=self.topology)
         # binding checks compare memory bindings with the nodes that have memory
         sample = replace(sample, memory_nodes=self.system_tiers.classes.memory)
+        if cfg.enabled("node") or cfg.enabled("binding"):
+            try:
+                sample = replace(sample, weighted_interleave=read_weighted_interleave(
+                    self.weights, self.errors))
+            except Exception as exc:
+                self.errors.bug("weighted_interleave", str(self.weights.root), exc)
         if not cfg.enabled("tiers"):
             return sample
         try:
