@@ -139,7 +139,7 @@ def _owned_and_running(tmp_path: Path) -> tuple[Path, DamonSysfs]:
 
 
 def test_watch_starts_its_own_kdamond_on_the_pid(tmp_path: Path) -> None:
-    admin, d = _owned_and_running(tmp_path)
+    admin, _ = _owned_and_running(tmp_path)
     kd = admin / "kdamonds" / "0"
     assert (kd / "state").read_text() == "on"
     assert (kd / "contexts/0/targets/nr_targets").read_text() == "1"
@@ -196,3 +196,71 @@ def test_regions_read_after_the_update_request(tmp_path: Path) -> None:
     assert d.regions(0) == [Region(0x1000, 0x5000, 19, 3), Region(0x5000, 0x9000, 0, 40)]
     # the request was written to the kdamond's state file
     assert (admin / "kdamonds/0/state").read_text() == "update_schemes_tried_regions"
+
+
+# --- the worker, on the same fake tree, with move_pages answered by a fake ------------------
+
+def test_worker_watches_the_largest_and_places_hot_regions(tmp_path: Path) -> None:
+    from numa_exporter.scan.damon import HotMemoryMonitor, Watched
+
+    admin, d = _owned_and_running(tmp_path)
+    tried = admin / "kdamonds/0/contexts/0/schemes/0/tried_regions"
+    # hot 64 KiB (19 of 20) and cold 256 KiB (0 of 20), as DAMON reports them
+    for i, (start, end, acc) in enumerate([(0x10000, 0x20000, 19), (0x20000, 0x60000, 0)]):
+        (tried / str(i)).mkdir(parents=True)
+        for name, v in (("start", start), ("end", end), ("nr_accesses", acc), ("age", 5)):
+            (tried / str(i) / name).write_text(f"{v}\n")
+    asked: list[list[int]] = []
+
+    def query(pid: int) -> object:
+        def q(addrs: list[int]) -> list[int]:
+            asked.append(addrs)
+            return [1] * (len(addrs) - 4) + [-14] * 4  # 4 pages not present (-EFAULT)
+        return q
+
+    m = HotMemoryMonitor(d, query, threshold=0.05)  # type: ignore[arg-type]
+    m.want([Watched(1234, 100.0), Watched(99, 1.0)])  # one kdamond: the first only
+    m.round()
+    st = m.status()
+    assert st.state == "monitoring" and set(st.hot or {}) == {1234}
+    hot = (st.hot or {})[1234]
+    assert hot.hot_regions == 1 and hot.regions == 2
+    # 16 pages in the hot region, all sampled; 12 on node 1: 12/16 of 64 KiB
+    assert asked == [[0x10000 + i * 4096 for i in range(16)]]
+    assert hot.bytes_by_node == {1: 0x10000 * 12 / 16}
+
+
+def test_worker_says_foreign_once_and_counts(tmp_path: Path,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    from numa_exporter.scan.damon import HotMemoryMonitor
+
+    admin = _tree(tmp_path, 1)
+    _kdamond(admin, 0, state="on", pid=77)
+    before = _snapshot(tmp_path / "sys")
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [], 0.05, period_s=0.01)
+    import numa_exporter.scan.damon as worker
+
+    worker.RETRY_S, saved = 0.01, worker.RETRY_S
+    try:
+        m.start()
+        for _ in range(500):
+            if (m.status().unavailable or {}).get("foreign", 0) >= 3:
+                break
+            m._stop.wait(0.01)
+        m.stop()
+    finally:
+        worker.RETRY_S = saved
+    st = m.status()
+    assert st.state == "foreign" and (st.unavailable or {})["foreign"] >= 3
+    assert _snapshot(tmp_path / "sys") == before  # tried again and again, never touched it
+
+
+def test_worker_not_root_stands_aside(tmp_path: Path) -> None:
+    from numa_exporter.scan.damon import HotMemoryMonitor
+
+    _tree(tmp_path, 0)
+    before = _snapshot(tmp_path / "sys")
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [], 0.05, is_root=False)
+    m._run()
+    assert m.status().state == "not_root" and m.status().unavailable == {"not_root": 1}
+    assert _snapshot(tmp_path / "sys") == before

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from numa_exporter.model.accessors import ProcessTiers
 from numa_exporter.model.home import Home, Locality
+from numa_exporter.model.hot_memory import DamonStatus, HotMemory
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.system_tiers import SystemTiers
@@ -58,6 +59,7 @@ class ProcessSample:
     drift: Drift | None = None
     # weighted-interleave pages: fraction off the node weights (None: none, or no weights)
     weighted_deviation: float | None = None
+    hot: HotMemory | None = None  # DAMON's hot bytes by node (--collector.damon)
     # when and how the placement was read (a process not read again keeps its last values)
     last_scan_timestamp: float | None = None  # Unix time this process was last read
     next_scan_timestamp: float | None = None  # Unix time of its next planned read
@@ -162,3 +164,4 @@ class Snapshot:
     cgroups: tuple[CgroupSample, ...] = ()
     kubernetes: KubernetesView = field(default_factory=KubernetesView)
     stats: ExporterStats = field(default_factory=ExporterStats)
+    damon: DamonStatus | None = None  # None: --collector.damon off

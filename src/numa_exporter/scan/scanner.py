@@ -50,6 +50,7 @@ from numa_exporter.readers.tiers import (
     read_system_tiers,
 )
 from numa_exporter.readers.weighted_interleave import read_weighted_interleave
+from numa_exporter.scan.damon import HotMemoryMonitor, join_hot
 from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
     Abandoned,
@@ -94,8 +95,10 @@ class Scanner:
         sampled: SampledReader | None = None,
         wall: Callable[[], float] = time.time,
         cpu: Callable[[], float] = time.thread_time,
+        hot: HotMemoryMonitor | None = None,
     ) -> None:
         self._config = config
+        self.hot = hot  # --collector.damon: the hot-memory worker (its own thread)
         self.cpu = cpu
         self.errors = ErrorReporter()
         self.accel = AcceleratorMap(accelerators, config)
@@ -399,9 +402,12 @@ class Scanner:
         log.info("scan", processes=states["scanned"], kept=states["kept"],
                  skipped=states["skipped"], denied=states["denied"], gone=states["gone"],
                  pending=len(pending), seconds=round(duration, 4), **fields)
+        damon = None
+        if self.hot is not None:
+            samples, damon = join_hot(self.hot, samples)
         return Snapshot(system=system, processes=tuple(samples), stats=stats,
                         accelerators=self.accel.exported(), cgroups=cgroups,
-                        kubernetes=view)
+                        kubernetes=view, damon=damon)
 
     def _once_notes(self, system: SystemSample, states: dict[str, int], served: int) -> None:
         """Log, once each, the conditions that make every value look the same."""
