@@ -20,7 +20,7 @@ MAX_NUMNODES = 1024
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 SEED_DIRS = (FIXTURES / "realkernel", FIXTURES / "roots", FIXTURES / "cgroup",
              FIXTURES / "kubelet", FIXTURES / "sched", FIXTURES / "page_sizes",
-             FIXTURES / "mempolicy")
+             FIXTURES / "mempolicy", FIXTURES / "realkernel-6.12")
 MAX_SEEDS = 300
 MAX_SEED_BYTES = 256 * 1024
 
