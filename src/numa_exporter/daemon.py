@@ -113,11 +113,11 @@ def hot_memory_monitor(config: Config) -> tuple[HotMemoryMonitor | None, Note | 
     if not config.enabled("damon"):
         return None, None
     from numa_exporter.sources.damon import DamonSettings, DamonSysfs, boot_id
-    from numa_exporter.sources.move_pages import MovePages, Unsupported
+    from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
 
     try:
         mp = MovePages()
-    except Unsupported as exc:
+    except MovePagesUnsupported as exc:
         return None, ("warning", "damon: hot memory unavailable (no move_pages to place "
                       "hot regions); everything else keeps serving", {"reason": str(exc)})
     settings = DamonSettings(
