@@ -92,6 +92,7 @@ def test_malformed_weight_is_counted_and_the_rest_serves(tmp_path: Path) -> None
     assert _one(text, DEV, pid="130") is None  # node 1's weight unknown: no guess
     errs = values(text, "numa_exporter_parse_errors_total", source="weighted_interleave")
     assert errs and errs[0][1] == 1
-    # the rest of the process is served: 256 MiB + 2 MiB anonymous on node 1 (+ 6.1 capture)
-    assert _one(text, "numa_process_memory_bytes", pid="130", node="1", kind="anon") == (
-        268492800 + 512 * 4096)
+    # the rest of the process is served: its home is node 1 (its thread), where the 6.1
+    # capture has 268492800 anonymous and 65536 file bytes, plus the 512 weighted pages
+    assert _one(text, "numa_process_local_memory_bytes", pid="130") == (
+        268492800 + 65536 + 512 * 4096)
