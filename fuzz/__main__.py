@@ -24,7 +24,7 @@ PARSER_MODULES = (
     "numa_exporter.parsers.numa_maps", "numa_exporter.parsers.pid_sched",
     "numa_exporter.parsers.pid_stat", "numa_exporter.parsers.pid_status",
     "numa_exporter.parsers.proc_cgroup", "numa_exporter.parsers.proc_stat",
-    "numa_exporter.parsers.vmstat",
+    "numa_exporter.parsers.vmstat", "numa_exporter.parsers.weighted_interleave",
 )
 DONE = re.compile(r"Done (\d+) runs in (\d+) second")
 

@@ -19,7 +19,8 @@ NR_CPUS = 8192
 MAX_NUMNODES = 1024
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 SEED_DIRS = (FIXTURES / "realkernel", FIXTURES / "roots", FIXTURES / "cgroup",
-             FIXTURES / "kubelet", FIXTURES / "sched", FIXTURES / "page_sizes")
+             FIXTURES / "kubelet", FIXTURES / "sched", FIXTURES / "page_sizes",
+             FIXTURES / "mempolicy", FIXTURES / "realkernel-6.12")
 MAX_SEEDS = 300
 MAX_SEED_BYTES = 256 * 1024
 
@@ -110,6 +111,24 @@ def fuzz_demotion_enabled(data: bytes) -> None:
     r = parse_demotion_enabled(data)
     assert r is None or isinstance(r, bool)
     assert (r is None) == (data not in (b"true\n", b"false\n", b"true", b"false"))
+
+
+def fuzz_weighted_interleave(data: bytes) -> None:
+    from numa_exporter.parsers.weighted_interleave import (
+        parse_weighted_interleave_auto,
+        parse_weighted_interleave_node,
+        weighted_interleave_node_id,
+    )
+
+    w = parse_weighted_interleave_node(data)
+    assert w is None or (isinstance(w, int) and 1 <= w <= 255), w  # the kernel's u8, never 0
+    if w is not None:  # only the kernel's own form: decimal digits and one optional newline
+        assert data.rstrip(b"\n").isdigit() and data.count(b"\n") <= 1
+    a = parse_weighted_interleave_auto(data)
+    assert (a is None) == (data not in (b"true\n", b"false\n", b"true", b"false"))
+    name = data.decode("utf-8", "replace")
+    n = weighted_interleave_node_id(name)
+    assert n is None or (0 <= n < 10_000 and name == f"node{n}"), (n, name)
 
 
 def fuzz_node_access(data: bytes) -> None:
@@ -394,6 +413,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("pid_sched", fuzz_pid_sched, ("**/sched", "*.sched")),
     Target("osrelease", fuzz_osrelease, ("**/kernel/osrelease",)),
     Target("demotion_enabled", fuzz_demotion_enabled, ("**/numa/demotion_enabled",)),
+    Target("weighted_interleave", fuzz_weighted_interleave, ("**/weighted_interleave/*",)),
     Target("node_access", fuzz_node_access, ("**/initiators/*_latency",
                                              "**/initiators/*_bandwidth")),
     Target("pid_stat", fuzz_pid_stat, ("**/[0-9]*/stat",)),

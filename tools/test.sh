@@ -8,9 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# gcc, python3-dev: the compiled numa_maps scanner (optional for users, built and tested here)
+# gcc, python3-dev: the compiled numa_maps scanner (optional for users, built and tested here);
+# zstd: unpacks the 6.12 guest kernel (zstd-compressed) for the real-kernel tier
 APT_PACKAGES=(prometheus qemu-system-x86 busybox-static numactl cpio systemd curl procps python3-venv
-              apache2-utils iproute2 openssl gcc python3-dev)
+              apache2-utils iproute2 openssl gcc python3-dev zstd)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import structlog
 
 from numa_exporter import __version__, logs
-from numa_exporter.collectors.registry import COLLECTORS
+from numa_exporter.collectors.registry import COLLECTORS, DEFAULT_OFF
 from numa_exporter.config import DEFAULT_PORT, AcceleratorPin, Config, HomePin
 from numa_exporter.flags import duration as _duration
 from numa_exporter.flags import positive_duration as _positive_duration
@@ -226,8 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--drift.rss-tolerance", dest="rss_tolerance", metavar="FRACTION", type=_fraction,
       default=0.05, help="... within this relative change, 0-1 (default 0.05)")
     for c in COLLECTORS:
+        on = c not in DEFAULT_OFF
         a(f"--collector.{c}", dest=f"collector_{c}", action=argparse.BooleanOptionalAction,
-          default=True, help=f"enable the {c} collector (default on)")
+          default=on, help=f"enable the {c} collector (default {'on' if on else 'off'})")
+    _add_damon(a)
     a("--log.level", dest="log_level", metavar="LEVEL", choices=logs.LEVELS, default="info",
       help="debug, info, warn or error (default info)")
     a("--log.format", dest="log_format", metavar="FORMAT", choices=logs.FORMATS,
@@ -250,6 +252,30 @@ def build_parser() -> argparse.ArgumentParser:
                    description="Print this machine's udev records of accelerators and NICs "
                                "as JSON, the format --accelerator.records reads.")
     return p
+
+
+def _add_damon(a: Callable[..., object]) -> None:
+    """Add the --collector.damon.* settings (used only with --collector.damon)."""
+    a("--collector.damon.run-dir", dest="damon_run_dir", metavar="DIR",
+      default="/run/numa-exporter",
+      help="where the damon collector keeps the state that proves which kdamonds are its "
+           "own (default /run/numa-exporter)")
+    a("--collector.damon.sample-interval", dest="damon_sample", metavar="DURATION",
+      type=_positive_duration, default=0.005,
+      help="DAMON's sampling interval for the exporter's kdamonds (default 5ms)")
+    a("--collector.damon.aggregation-interval", dest="damon_aggregation", metavar="DURATION",
+      type=_positive_duration, default=0.1,
+      help="DAMON's aggregation interval: access counts are per this interval (default "
+           "100ms, i.e. 20 samples)")
+    a("--collector.damon.max-regions", dest="damon_max_regions", metavar="N", type=_count,
+      default=1000, help="most regions DAMON splits a process into (default 1000)")
+    a("--collector.damon.processes", dest="damon_processes", metavar="N", type=_count,
+      default=1, help="processes watched, one kdamond each, largest resident first "
+                      "(default 1)")
+    a("--collector.damon.hot-threshold", dest="damon_hot_threshold", metavar="FRACTION",
+      type=_fraction, default=0.05,
+      help="a region is hot when accessed in at least this fraction of an aggregation "
+           "interval's samples (and at least once); 0-1 (default 0.05: 1 of 20)")
 
 
 def roots_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser) -> Roots:
@@ -338,6 +364,13 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         policy_hold_budget=ns.policy_hold_budget,
         process_budget=ns.process_budget,
         kubelet_root_dir=ns.kubelet_root_dir,
+        damon=ns.collector_damon,
+        damon_run_dir=Path(ns.damon_run_dir),
+        damon_sample=ns.damon_sample,
+        damon_aggregation=ns.damon_aggregation,
+        damon_max_regions=ns.damon_max_regions,
+        damon_processes=max(ns.damon_processes, 1),
+        damon_hot_threshold=ns.damon_hot_threshold,
     ), web
 
 

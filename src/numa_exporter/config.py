@@ -64,6 +64,15 @@ class Config:
     policy_hold_budget: float = 0.1  # longest hold a full read for policies may cause
     process_budget: float = 0.5  # average full-read seconds one process may cost per scan
     kubelet_root_dir: str = "/var/lib/kubelet"  # a host path, under roots.rootfs
+    # --collector.damon (off by default, root only): hot memory from the exporter's own
+    # kdamonds; their ownership state lives under damon_run_dir
+    damon: bool = False
+    damon_run_dir: Path = Path("/run/numa-exporter")
+    damon_sample: float = 0.005
+    damon_aggregation: float = 0.1
+    damon_max_regions: int = 1000
+    damon_processes: int = 1
+    damon_hot_threshold: float = 0.05
 
     def accelerator_memory(self) -> dict[str, frozenset[int]]:
         """Return PCI address -> memory nodes declared by the accelerator pins."""
@@ -81,4 +90,6 @@ class Config:
         import it (the collectors sit above the config), and a test checks that every name
         the code asks about is one of them.
         """
+        if collector == "damon":  # the one collector off by default (--collector.damon)
+            return self.damon
         return self.collectors is None or collector in self.collectors

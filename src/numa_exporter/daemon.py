@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from numa_exporter.config import Config
 from numa_exporter.config_file import PinError, check_nodes, load_pins
 from numa_exporter.logs import LogSink
 from numa_exporter.readers.accelerator_use import accelerator_source
+from numa_exporter.scan.damon import HotMemoryMonitor
 from numa_exporter.scan.process import SampledReader
 from numa_exporter.scan.sampler import Sampler
 from numa_exporter.scan.scanner import Scanner
@@ -36,12 +38,15 @@ class App:
     config: Config
     sampler: Sampler
     watch: Any = field(default=None)
+    hot: Any = field(default=None)  # the DAMON worker (--collector.damon), else None
     notes: tuple[tuple[str, str, dict[str, object]], ...] = ()  # (level, msg, fields) at start
 
     def start(self) -> None:
         """Start the sampler (the first scan begins at once) and the hotplug watch."""
         for level, msg, fields in self.notes:
             getattr(log, level)(msg, **fields)
+        if self.hot is not None:
+            self.hot.start()
         self.sampler.start()
         if self.config.accelerator_records is None:
             self.watch = watch_topology(self._on_event)
@@ -81,6 +86,8 @@ class App:
             self.watch.stop()
         if not self.sampler.stop():
             log.error("the scan thread did not stop; exiting without it")
+        if self.hot is not None:
+            self.hot.stop()  # stops the exporter's own kdamonds
 
 
 Note = tuple[str, str, dict[str, object]]
@@ -101,13 +108,41 @@ def sampled_reader(config: Config) -> tuple[SampledReader | None, Note | None]:
                           {"via": reason, "hold_budget_seconds": config.hold_budget})
 
 
+def hot_memory_monitor(config: Config) -> tuple[HotMemoryMonitor | None, Note | None]:
+    """Return the DAMON worker for --collector.damon (None when off, or without
+    move_pages to place the hot regions) and what to log about it."""
+    if not config.enabled("damon"):
+        return None, None
+    from numa_exporter.sources.damon import DamonSettings, DamonSysfs, boot_id
+    from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
+
+    try:
+        mp = MovePages()
+    except MovePagesUnsupported as exc:
+        return None, ("warning", "damon: hot memory unavailable (no move_pages to place "
+                      "hot regions); everything else keeps serving", {"reason": str(exc)})
+    settings = DamonSettings(
+        sample_us=max(1, round(config.damon_sample * 1e6)),
+        aggr_us=max(1, round(config.damon_aggregation * 1e6)),
+        max_regions=max(config.damon_max_regions, 10), slots=config.damon_processes)
+    driver = DamonSysfs(config.roots.sysfs, config.damon_run_dir, settings,
+                        boot_id(config.roots.procfs))
+    monitor = HotMemoryMonitor(driver, mp.for_pid, config.damon_hot_threshold,
+                               is_root=os.geteuid() == 0)
+    return monitor, ("info", "damon: hot memory collector on",
+                     {"processes": settings.slots, "run_dir": str(config.damon_run_dir)})
+
+
 def build_app(config: Config, registry: CollectorRegistry) -> App:
     """Return the exporter's parts with the collector registered on ``registry``."""
     sampled, note = sampled_reader(config)
-    scanner = Scanner(config, accelerators=accelerator_source(config), sampled=sampled)
+    hot, hot_note = hot_memory_monitor(config)
+    scanner = Scanner(config, accelerators=accelerator_source(config), sampled=sampled,
+                      hot=hot)
     sampler = Sampler(scanner, config.scan_interval)
     registry.register(SnapshotCollector(lambda: sampler.snapshot, config))
-    return App(config, sampler, notes=(note,) if note else ())
+    notes = tuple(n for n in (note, hot_note) if n is not None)
+    return App(config, sampler, hot=hot, notes=notes)
 
 
 def liveness(sampler: Sampler, sink: LogSink | None) -> Callable[[], Liveness]:

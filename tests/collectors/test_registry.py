@@ -32,7 +32,7 @@ from numa_exporter.scan.scanner import Scanner
 
 # The switchable collectors, written out: a collector lost from the registry fails here.
 NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "kubernetes", "vmstat", "node",
-         "balancing", "tiers"}
+         "balancing", "tiers", "damon"}
 
 
 def _config(root: str, **kw: Any) -> Config:
@@ -84,7 +84,20 @@ def test_switchable_collectors_are_the_flags() -> None:
 
     flags = {o.removeprefix("--collector.") for a in build_parser()._actions
              for o in a.option_strings if o.startswith("--collector.")}
-    assert flags == NAMES
+    assert {f for f in flags if "." not in f} == NAMES  # damon.* are its settings
+    defaults = vars(build_parser().parse_args([]))
+    assert {c for c in NAMES if not defaults[f"collector_{c}"]} == {"damon"} == registry.DEFAULT_OFF
+
+
+def _with_hot(snap: Snapshot) -> Snapshot:
+    """Return ``snap`` as the damon worker would leave it: the first process watched."""
+    from numa_exporter.model.hot_memory import DamonStatus, HotMemory
+
+    p = snap.processes[0]
+    hot = HotMemory(p.pid, p.start_time, {0: 3 * 4096.0, 1: 4096.0}, 10, 2, 1.0)
+    return dataclasses.replace(
+        snap, processes=(dataclasses.replace(p, hot=hot), *snap.processes[1:]),
+        damon=DamonStatus("monitoring", {p.pid: hot}, {"busy": 1}))
 
 
 def test_spec_names_are_unique_and_namespaced() -> None:
@@ -105,10 +118,16 @@ def test_each_collector_emits_only_its_declared_families(root: str) -> None:
             assert _spec_of(metric, c.specs) is not None, (c.name, metric.name)
 
 
-def test_every_declared_family_is_emitted_on_some_fixture_root() -> None:
+def test_every_declared_family_is_emitted_on_some_fixture_root(tmp_path: Path) -> None:
+    from tests.collectors.test_weighted_interleave_root import weighted_root
+
+    # two_node with the weighted interleave files of 6.9+ kernels (6.16's auto included)
+    weighted = weighted_root(tmp_path, {"node0": b"3\n", "node1": b"1\n", "auto": b"false\n"})
     seen: set[str] = set()
-    for root in ("two_node", "four_node", "inference", "grace_hopper"):
+    for root in ("two_node", "four_node", "inference", "grace_hopper", str(weighted)):
         cfg, snap = _scan(root)
+        if root == "two_node":  # hot memory needs the damon worker (a QEMU guest's DAMON)
+            snap = _with_hot(snap)
         for c in registry.ALL:
             for metric in c.emit(snap):
                 spec = _spec_of(metric, c.specs)
@@ -127,6 +146,7 @@ def test_every_declared_family_is_emitted_on_some_fixture_root() -> None:
 
 def test_disabling_a_collector_removes_exactly_its_families() -> None:
     cfg, snap = _scan("inference")
+    snap = _with_hot(snap)
     everything = _families(_exposition(snap, cfg))
     for name in NAMES:
         own = {m.name for m in registry.get(name).emit(snap)}

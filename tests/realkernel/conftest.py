@@ -1,9 +1,12 @@
-"""Session fixtures for the real-kernel tier: one QEMU guest per node layout.
+"""Session fixtures for the real-kernel tier: one QEMU guest per node layout and kernel.
 
-Each layout's guest boots once per session and runs every scenario it is asked for (those of
-the selected tests, or all of them) one after the other; the tests then read the folders it
-left. When the host cannot run the guest at all the tests are skipped with a loud reason;
-when the guest runs but the exporter misbehaves they fail.
+Every scenario test runs on each kernel generation (``kernel``: Debian's 6.1 and 6.12; a
+scenario that needs only one says why in ``Scenario.one_kernel`` and is skipped on the
+other with that reason). Each layout's guest boots once per session and kernel and runs
+every scenario it is asked for (those of the selected tests, or all of them) one after the
+other; the tests then read the folders it left. When the host cannot run the guest at all
+the tests are skipped with a loud reason; when the guest runs but the exporter misbehaves
+they fail.
 
 Environment: ``NUMA_REALKERNEL_SKIP=1`` skips the tier; ``NUMA_REALKERNEL_EXPORTER`` overrides
 the exporter command (default ``<this python> -m numa_exporter``); ``NUMA_REALKERNEL_RESULTS``
@@ -34,9 +37,10 @@ LAYOUT_TIMEOUT_S = {"2node": 720.0, "4node": 300.0}
 
 @dataclass
 class GuestRun:
-    """A finished guest run of one layout."""
+    """A finished guest run of one layout on one kernel."""
 
     layout: str
+    kernel: str
     path: Path
     boot: harness.BootResult
     assets_s: float
@@ -56,8 +60,8 @@ class GuestRun:
         return (self.path / "results" / "_guest" / rel).read_text()
 
 
-_RUNS: dict[str, GuestRun] = {}
-_SKIPS: dict[str, str] = {}
+_RUNS: dict[tuple[str, str], GuestRun] = {}
+_SKIPS: dict[tuple[str, str], str] = {}
 
 
 def exporter_command() -> list[str]:
@@ -75,14 +79,17 @@ def _loud(config: pytest.Config, msg: str) -> None:
         print(f"[realkernel] {msg}", file=sys.__stderr__, flush=True)
 
 
-def _wanted(session: pytest.Session, layout: str) -> list[str]:
-    """Return the scenarios of ``layout`` the selected tests need (all when unclear)."""
-    every = [s.name for s in for_layout(layout)]
+def _wanted(session: pytest.Session, layout: str, kernel: str) -> list[str]:
+    """Return the scenarios of ``layout`` on ``kernel`` the selected tests need (all when
+    unclear)."""
+    every = [s.name for s in for_layout(layout, kernel)]
     names: set[str] = set()
     for item in session.items:
         callspec = getattr(item, "callspec", None)
         name = callspec.params.get("scenario") if callspec is not None else None
         if isinstance(name, str) and name in BY_NAME:
+            if callspec is not None and callspec.params.get("kernel", kernel) != kernel:
+                continue
             if BY_NAME[name].layout == layout:
                 names.add(name)
         elif "guest" in getattr(item, "fixturenames", ()):
@@ -90,14 +97,21 @@ def _wanted(session: pytest.Session, layout: str) -> list[str]:
     return [n for n in every if n in names] or every
 
 
-def _start(config: pytest.Config, session: pytest.Session, layout: str,
+def results_folder(base: Path, layout: str, kernel: str) -> Path:
+    """Return the results folder of a layout's guest on ``kernel`` (6.1 keeps the plain
+    layout name)."""
+    return base / (layout if kernel == harness.DEFAULT_GENERATION else f"{layout}-{kernel}")
+
+
+def _start(config: pytest.Config, session: pytest.Session, layout: str, kernel: str,
            base: Path) -> GuestRun:
-    """Boot ``layout``'s guest and run its scenarios; skip/fail loudly when it cannot."""
+    """Boot ``layout``'s guest on ``kernel`` and run its scenarios; skip/fail loudly when it
+    cannot."""
     if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
         pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
     t0 = time.monotonic()
     try:
-        assets = harness.ensure_assets()
+        assets = harness.ensure_assets(kernel)
     except harness.RealKernelUnavailable as exc:
         reason = f"REAL-KERNEL TESTS SKIPPED: cannot prepare the QEMU guest: {exc}"
         _loud(config, reason)
@@ -112,8 +126,8 @@ def _start(config: pytest.Config, session: pytest.Session, layout: str,
     if probe.returncode != 0:
         pytest.fail(f"exporter command {cmd} --help exited {probe.returncode}: "
                     f"{probe.stderr[-2000:]}")
-    names = _wanted(session, layout)
-    path = base / layout
+    names = _wanted(session, layout, kernel)
+    path = results_folder(base, layout, kernel)
     path.mkdir(parents=True, exist_ok=True)
     _loud(config, f"booting {layout} guest ({assets.kernel_release}) for {len(names)} "
                   f"scenarios: {', '.join(names)}; results in {path}")
@@ -125,7 +139,7 @@ def _start(config: pytest.Config, session: pytest.Session, layout: str,
         reason = f"REAL-KERNEL TESTS SKIPPED: {exc}"
         _loud(config, reason)
         pytest.skip(reason)
-    run = GuestRun(layout, path, boot, assets_s, time.monotonic() - t1, names)
+    run = GuestRun(layout, kernel, path, boot, assets_s, time.monotonic() - t1, names)
     if boot.userland_s is None:
         tail = "\n".join(boot.console.splitlines()[-20:])
         reason = (f"REAL-KERNEL TESTS SKIPPED: the {layout} guest never reached userland "
@@ -136,44 +150,58 @@ def _start(config: pytest.Config, session: pytest.Session, layout: str,
                   f"userland after {boot.userland_s:.2f} s (guest uptime "
                   f"{boot.guest_uptime_userland_s} s), guest total {boot.total_s:.1f} s, "
                   f"assets {assets_s:.1f} s")
-    _RUNS[layout] = run
+    _RUNS[(layout, kernel)] = run
     if not boot.ok:
         pytest.fail(f"{layout} guest job failed (rc={boot.rc}, timed_out={boot.timed_out}); "
                     f"job log tail:\n{boot.job_log[-4000:]}")
     return run
 
 
+@pytest.fixture(params=list(harness.GENERATIONS))
+def kernel(request: pytest.FixtureRequest) -> str:
+    """Return the kernel generation a test runs on (each test runs once per generation)."""
+    return str(request.param)
+
+
+GuestGetter = Callable[[str, str], GuestRun]
+
+
 @pytest.fixture(scope="session")
 def guest(request: pytest.FixtureRequest,
-          tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], GuestRun]:
-    """Return a function layout -> GuestRun that boots each layout at most once."""
+          tmp_path_factory: pytest.TempPathFactory) -> GuestGetter:
+    """Return a function (layout, kernel) -> GuestRun that boots each pair at most once."""
     keep = os.environ.get("NUMA_REALKERNEL_RESULTS")
     base = Path(keep).resolve() if keep else tmp_path_factory.mktemp("realkernel")
-    failed: dict[str, BaseException] = {}
+    failed: dict[tuple[str, str], BaseException] = {}
 
-    def get(layout: str) -> GuestRun:
-        if layout in _RUNS:
-            return _RUNS[layout]
-        if layout in _SKIPS:
-            pytest.skip(_SKIPS[layout])
-        if layout in failed:
-            raise failed[layout]
+    def get(layout: str, kernel: str = harness.DEFAULT_GENERATION) -> GuestRun:
+        key = (layout, kernel)
+        if key in _RUNS:
+            return _RUNS[key]
+        if key in _SKIPS:
+            pytest.skip(_SKIPS[key])
+        if key in failed:
+            raise failed[key]
         try:
-            return _start(request.config, request.session, layout, base)
+            return _start(request.config, request.session, layout, kernel, base)
         except pytest.skip.Exception as exc:
-            _SKIPS[layout] = str(exc.msg)
+            _SKIPS[key] = str(exc.msg)
             raise
         except BaseException as exc:
-            failed[layout] = exc
+            failed[key] = exc
             raise
 
     return get
 
 
 @pytest.fixture
-def run(guest: Callable[[str], GuestRun], scenario: str) -> ScenarioRun:
-    """Return the results of ``scenario``; fail when the in-guest runner reported errors."""
-    r = guest(BY_NAME[scenario].layout).scenario(scenario)
+def run(guest: GuestGetter, scenario: str, kernel: str) -> ScenarioRun:
+    """Return the results of ``scenario`` on ``kernel``; skip where the scenario runs on one
+    kernel only (with its reason); fail when the in-guest runner reported errors."""
+    s = BY_NAME[scenario]
+    if kernel not in s.kernels:
+        pytest.skip(f"{scenario} runs on {', '.join(s.kernels)} only: {s.one_kernel}")
+    r = guest(s.layout, kernel).scenario(scenario)
     if r.summary.get("errors"):
         pytest.fail(f"{scenario}: {r.summary['errors']}\n{r.summary.get('traceback', '')}\n"
                     f"{r.log_tail()}")
@@ -182,9 +210,9 @@ def run(guest: Callable[[str], GuestRun], scenario: str) -> ScenarioRun:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """Print boot facts and the exporter-vs-kernel table of every guest run."""
-    for layout, run in _RUNS.items():
+    for (layout, kernel), run in _RUNS.items():
         b = run.boot
-        terminalreporter.section(f"real-kernel {layout} guest")
+        terminalreporter.section(f"real-kernel {layout} guest, kernel {kernel}")
         terminalreporter.write_line(
             f"kernel {b.kernel}, accel {b.accel}, image {b.boot_image}, userland after "
             f"{b.userland_s and round(b.userland_s, 2)} s, guest run {b.total_s:.1f} s, "
@@ -197,6 +225,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(text)
         except Exception as exc:  # the report is informative only
             terminalreporter.write_line(f"(no report: {type(exc).__name__}: {exc})")
-    for layout, reason in _SKIPS.items():
-        terminalreporter.section(f"real-kernel {layout} guest SKIPPED")
+    for (layout, kernel), reason in _SKIPS.items():
+        terminalreporter.section(f"real-kernel {layout} guest, kernel {kernel}, SKIPPED")
         terminalreporter.write_line(reason)

@@ -13,8 +13,13 @@ the in-guest side and the developer tools can import this module without the ven
 Environment knobs:
 
 * ``NUMA_REALKERNEL_CACHE``   - cache folder (default ``<repo>/.cache/realkernel``).
-* ``NUMA_REALKERNEL_KERNEL``  - kernel package to use (e.g. ``linux-image-6.1.0-57-amd64-unsigned``)
-  or a path to a ``.deb``; default: the newest ``linux-image-6.1.0-*-amd64-unsigned`` apt knows.
+* ``NUMA_REALKERNEL_KERNEL``  - kernel package of the 6.1 generation (e.g.
+  ``linux-image-6.1.0-57-amd64-unsigned``) or a path to a ``.deb``; default: the newest
+  ``linux-image-6.1.0-*-amd64-unsigned`` apt knows.
+* ``NUMA_REALKERNEL_KERNEL_6_12`` - the same for the 6.12 generation; default: the newest
+  ``linux-image-6.12.*+deb12-amd64-unsigned`` (bookworm-security).
+* ``NUMA_REALKERNEL_KERNELS`` - the generations the tier runs on, comma separated (default
+  ``6.1,6.12``); a generation left out skips its tests with that reason.
 * ``NUMA_REALKERNEL_ACCEL``   - ``auto`` (default), ``tcg``, ``kvm`` or an ordered list
   (``kvm,tcg``: try KVM, fall back to TCG when the guest never reaches userland).
 * ``NUMA_REALKERNEL_CPU``     - QEMU ``-cpu`` model (default ``max`` under TCG, ``host`` on KVM).
@@ -63,14 +68,51 @@ MODULES: tuple[str, ...] = (
     "virtio_pci",
 )
 
-#: Debian packages providing the host-side tools: binary -> package.
+#: Debian packages providing the host-side tools: binary -> package. zstd unpacks 6.12's
+#: kernel image (Python 3.11 has no zstd module); without it that kernel boots its bzImage.
 HOST_TOOLS: dict[str, str] = {
     "qemu-system-x86_64": "qemu-system-x86",
     "busybox": "busybox-static",
     "numactl": "numactl",
     "numastat": "numactl",
     "gcc": "gcc",
+    "zstd": "zstd",
 }
+
+
+@dataclass(frozen=True)
+class Generation:
+    """A kernel generation the tier runs on: Debian's unsigned image packages of one series."""
+
+    name: str  # "6.1", "6.12"
+    pin_env: str  # environment variable pinning a package name or .deb path
+    apt_regex: str  # apt-cache search --names-only pattern
+    package: re.Pattern[str]  # a package name; group 1 the name, group 2.. its version
+    deb_glob: str  # downloaded .debs of the generation in the cache
+
+
+GENERATIONS: dict[str, Generation] = {
+    "6.1": Generation(
+        "6.1", "NUMA_REALKERNEL_KERNEL", r"^linux-image-6\.1\.0-.*-amd64-unsigned$",
+        re.compile(r"^(linux-image-6\.1\.0-(\d+)-amd64-unsigned)\b"),
+        "linux-image-6.1.0-*-amd64-unsigned_*.deb"),
+    # 6.12 LTS from bookworm-security: DAMON (vaddr, paddr, sysfs), weighted interleave
+    # and the PAGEMAP_SCAN ioctl, none of which 6.1 has; its image is zstd-compressed
+    "6.12": Generation(
+        "6.12", "NUMA_REALKERNEL_KERNEL_6_12",
+        r"^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$",
+        re.compile(r"^(linux-image-6\.12\.(\d+)\+deb12-amd64-unsigned)\b"),
+        "linux-image-6.12.*+deb12-amd64-unsigned_*.deb"),
+}
+DEFAULT_GENERATION = "6.1"
+
+
+def generations() -> list[str]:
+    """Return the generations the tier runs on (``$NUMA_REALKERNEL_KERNELS``, default all)."""
+    want = os.environ.get("NUMA_REALKERNEL_KERNELS")
+    if not want:
+        return list(GENERATIONS)
+    return [g for g in (w.strip() for w in want.split(",")) if g in GENERATIONS]
 
 #: Marker lines the initramfs prints on the serial console.
 MARK = "@@RK"
@@ -232,6 +274,7 @@ class Assets:
     initramfs: Path
     workload: Path
     notes: tuple[str, ...] = ()
+    generation: str = DEFAULT_GENERATION
 
 
 def cache_dir() -> Path:
@@ -330,51 +373,47 @@ def _busybox_path() -> Path:
     raise RealKernelUnavailable("no static busybox (install busybox-static)")
 
 
-_KPKG = re.compile(r"^(linux-image-(\d+\.\d+\.\d+-(\d+))-amd64-unsigned)\b")
-
-
-def _pick_kernel_package() -> str:
-    """Return the kernel package to use: the env pin or the newest 6.1 unsigned image apt knows."""
-    pin = os.environ.get("NUMA_REALKERNEL_KERNEL")
+def _pick_kernel_package(gen: Generation) -> str:
+    """Return the kernel package to use: the env pin or the newest image of ``gen`` apt knows."""
+    pin = os.environ.get(gen.pin_env)
     if pin:
         return pin
-    out = _run(["apt-cache", "search", "--names-only", r"^linux-image-6\.1\.0-.*-amd64-unsigned$"],
-               check=False)
+    out = _run(["apt-cache", "search", "--names-only", gen.apt_regex], check=False)
     found = []
     for line in out.splitlines():
-        m = _KPKG.match(line)
+        m = gen.package.match(line)
         if m:
-            found.append((int(m.group(3)), m.group(1)))
+            found.append((int(m.group(2)), m.group(1)))
     if not found:
         raise RealKernelUnavailable(
-            "apt knows no linux-image-6.1.0-*-amd64-unsigned package (Debian 12 apt sources "
-            "needed, or set NUMA_REALKERNEL_KERNEL to a package name or .deb path)"
+            f"apt knows no {gen.apt_regex} package (Debian 12 apt sources, bookworm-security "
+            f"for 6.12, needed, or set {gen.pin_env} to a package name or .deb path)"
         )
     return max(found)[1]
 
 
-def _cached_kernels(cache: Path) -> list[Path]:
-    """Return already downloaded kernel .debs in the cache, newest ABI first."""
-    debs = list((cache / "dl").glob("linux-image-*-amd64-unsigned_*.deb"))
+def _cached_kernels(cache: Path, gen: Generation) -> list[Path]:
+    """Return already downloaded kernel .debs of ``gen`` in the cache, newest first."""
+    debs = list((cache / "dl").glob(gen.deb_glob))
 
-    def abi(p: Path) -> int:
-        m = re.search(r"-(\d+)-amd64-unsigned_", p.name)
-        return int(m.group(1)) if m else -1
+    def version(p: Path) -> int:
+        m = gen.package.match(p.name.split("_")[0])
+        return int(m.group(2)) if m else -1
 
-    return sorted(debs, key=abi, reverse=True)
+    return sorted(debs, key=version, reverse=True)
 
 
-def _fetch_kernel_deb(cache: Path) -> tuple[str, Path]:
+def _fetch_kernel_deb(cache: Path, gen: Generation) -> tuple[str, Path]:
     """Return (package name, .deb path), downloading with ``apt-get download`` when needed."""
     dl = cache / "dl"
     dl.mkdir(parents=True, exist_ok=True)
-    pin = os.environ.get("NUMA_REALKERNEL_KERNEL", "")
+    pin = os.environ.get(gen.pin_env, "")
     if pin.endswith(".deb"):
         return Path(pin).name.split("_")[0], Path(pin).resolve()
     try:
-        pkg = _pick_kernel_package()
+        pkg = _pick_kernel_package(gen)
     except RealKernelUnavailable:
-        cached = _cached_kernels(cache)
+        cached = _cached_kernels(cache, gen)
         if cached:
             return cached[0].name.split("_")[0], cached[0]
         raise
@@ -387,7 +426,7 @@ def _fetch_kernel_deb(cache: Path) -> tuple[str, Path]:
         subprocess.run(["apt-get", "download", "-q", pkg], cwd=dl, check=True,
                        capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
-        cached = [] if pin else _cached_kernels(cache)  # a pinned kernel is never swapped
+        cached = [] if pin else _cached_kernels(cache, gen)  # a pinned kernel is never swapped
         if cached:
             log(f"apt-get download {pkg} failed ({exc}); using cached {cached[0].name}")
             return cached[0].name.split("_")[0], cached[0]
@@ -431,12 +470,56 @@ def _extract_kernel(deb: Path, dest: Path) -> str:
     return release
 
 
-def extract_vmlinux(vmlinuz: Path, out: Path) -> bool:
-    """Write the decompressed ELF kernel inside ``vmlinuz`` (xz payload) to ``out``.
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
-    Returns True when an ELF image was found and written, False otherwise.
+
+def bzimage_payload(data: bytes) -> bytes | None:
+    """Return the compressed kernel inside a bzImage, from its boot protocol header (2.08+:
+    ``payload_offset``/``payload_length`` past the real-mode setup), or None if absent."""
+    if len(data) < 0x250 or data[0x202:0x206] != b"HdrS":
+        return None
+    setup_sects = data[0x1F1] or 4
+    offset = int.from_bytes(data[0x248:0x24C], "little")
+    length = int.from_bytes(data[0x24C:0x250], "little")
+    start = (setup_sects + 1) * 512 + offset
+    if length <= 4 or start + length > len(data):
+        return None
+    return data[start:start + length]
+
+
+def _unzstd(payload: bytes) -> bytes:
+    """Return the decompressed zstd frame of a kernel payload ("" without the zstd tool).
+
+    The kernel's build appends the decompressed size (4 bytes, little endian) after the
+    frame; the zstd tool would read them as a second, broken frame, so they are cut.
+    """
+    if not payload.startswith(ZSTD_MAGIC) or not shutil.which("zstd"):
+        return b""
+    try:
+        proc = subprocess.run(["zstd", "-dcq"], input=payload[:-4], capture_output=True,
+                              timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return b""
+    return proc.stdout if proc.returncode == 0 else b""
+
+
+def extract_vmlinux(vmlinuz: Path, out: Path) -> bool:
+    """Write the decompressed ELF kernel inside ``vmlinuz`` to ``out``: an xz payload (6.1)
+    with Python's lzma, a zstd one (6.12) with the zstd tool.
+
+    Returns True when an ELF image was found and written, False otherwise (the guest then
+    boots the bzImage as shipped: about a second slower under TCG).
     """
     data = vmlinuz.read_bytes()
+    payload = bzimage_payload(data)
+    if payload is not None and payload.startswith(ZSTD_MAGIC):
+        elf = _unzstd(payload)
+        if elf[:4] == b"\x7fELF":
+            tmp = out.with_suffix(".tmp")
+            tmp.write_bytes(elf)
+            tmp.replace(out)
+            return True
+        return False
     magic = b"\xfd7zXZ\x00"
     start = data.find(magic)
     while start >= 0:
@@ -625,12 +708,17 @@ def _build_workload(cache: Path) -> Path:
     return out
 
 
-def ensure_assets() -> Assets:
-    """Make sure QEMU, busybox, numactl, the kernel, vmlinux, initramfs and workload exist.
+def ensure_assets(generation: str = DEFAULT_GENERATION) -> Assets:
+    """Make sure QEMU, busybox, numactl, the kernel of ``generation`` (``6.1``, ``6.12``),
+    vmlinux, initramfs and workload exist.
 
     Idempotent: installs only what is missing and reuses the cache. Returns the Assets.
-    Raises RealKernelUnavailable with a reason when something cannot be provided.
+    Raises RealKernelUnavailable with a reason when something cannot be provided, or when
+    ``$NUMA_REALKERNEL_KERNELS`` leaves the generation out.
     """
+    if generation not in generations():
+        raise RealKernelUnavailable(f"kernel {generation} left out by NUMA_REALKERNEL_KERNELS")
+    gen = GENERATIONS[generation]
     for hidden in _HIDDEN_IN_GUEST:
         if str(REPO).startswith(hidden + "/"):
             raise RealKernelUnavailable(
@@ -652,7 +740,7 @@ def ensure_assets() -> Assets:
             notes.append(f"apt installed {' '.join(installed)}")
         qemu = shutil.which("qemu-system-x86_64")
         assert qemu is not None
-        pkg, deb = _fetch_kernel_deb(cache)
+        pkg, deb = _fetch_kernel_deb(cache, gen)
         kdir = cache / "kernel" / deb.stem
         stamp = kdir / "stamp.json"
         meta: dict[str, object] = {}
@@ -680,6 +768,7 @@ def ensure_assets() -> Assets:
         initramfs=kdir / "initramfs.gz",
         workload=workload,
         notes=tuple(notes),
+        generation=generation,
     )
 
 

@@ -7,6 +7,11 @@ four of five processes deferred per scan and the served bytes 30-90 s behind the
 ``migratepages`` move from node 2 to node 3 was still reported on node 2. Here every scan
 after the first two must read all five, and once one interval (plus the longest scan) has
 passed after the move, every scrape must show the moved process on node 3.
+
+It runs on the 6.1 kernel only: what it tests is the exporter's own scheduling (which process
+is read when, on a slow page walk); the kernel files it reads (numa_maps, status, the CPU
+clocks) have the same formats on 6.12, where the scenario tests and the sampled-reader tests
+read them.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ here) the workload's memory (64-256 MiB) is sampled while its small library and 
 mappings are counted - which matters: on the guest's 6.1 kernel, status' RSS counters lag
 by up to 64 page faults per thread (SPLIT_RSS_COUNTING, before 6.2; a file fault maps up to
 16 pages around it), which for a 1 MiB stratum scaled to RssFile is a 50 % error.
+
+Every case runs on both kernel generations (6.1 and 6.12): 6.12 has SPLIT_RSS_COUNTING gone
+(per-CPU RSS counters) and the PAGEMAP_SCAN ioctl, both of which change what the reader sees.
 """
 
 from __future__ import annotations
@@ -54,28 +57,31 @@ CASES: dict[str, list[dict[str, Any]]] = {
 }
 NODES = {"2node": 2, "4node": 4}
 TIMEOUT_S = {"2node": 600.0, "4node": 420.0}
-_RUNS: dict[str, Path | str] = {}
-_FAILED: dict[str, str] = {}
+_RUNS: dict[tuple[str, str], Path | str] = {}
+_FAILED: dict[tuple[str, str], str] = {}
 
 
-def _boot(layout: str, base: Path) -> Path:
-    """Boot ``layout``'s guest, run the cases; return the results folder (skip if no guest)."""
+def _boot(layout: str, kernel: str, base: Path) -> Path:
+    """Boot ``layout``'s guest on ``kernel``, run the cases; return the results folder (skip
+    if no guest). On 6.12 the sampled reader runs where PAGEMAP_SCAN exists (6.1: ENOTTY)."""
     if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
         pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
-    if layout in _FAILED:
-        pytest.fail(_FAILED[layout])  # boot once per session, even when it failed
-    prior = _RUNS.get(layout)
+    key = (layout, kernel)
+    if key in _FAILED:
+        pytest.fail(_FAILED[key])  # boot once per session, even when it failed
+    prior = _RUNS.get(key)
     if isinstance(prior, str):
         pytest.skip(prior)
     if prior is not None:
         return prior
     try:
-        assets = harness.ensure_assets()
+        assets = harness.ensure_assets(kernel)
     except harness.RealKernelUnavailable as exc:
-        _RUNS[layout] = f"REAL-KERNEL TESTS SKIPPED: cannot prepare the QEMU guest: {exc}"
-        print(_RUNS[layout], file=sys.__stderr__, flush=True)
-        pytest.skip(str(_RUNS[layout]))
-    path = base / f"sampled-{layout}"
+        _RUNS[key] = f"REAL-KERNEL TESTS SKIPPED: cannot prepare the QEMU guest: {exc}"
+        print(_RUNS[key], file=sys.__stderr__, flush=True)
+        pytest.skip(str(_RUNS[key]))
+    path = base / (f"sampled-{layout}" if kernel == harness.DEFAULT_GENERATION
+                   else f"sampled-{layout}-{kernel}")
     path.mkdir(parents=True, exist_ok=True)
     plan = {"out": "/tmp/rkio/sampled", "workload": str(assets.workload),
             "cases": CASES[layout], "seeds": SEEDS, "census_pages": CENSUS_PAGES,
@@ -85,14 +91,14 @@ def _boot(layout: str, base: Path) -> Path:
     boot = harness.boot(layout, script, timeout=TIMEOUT_S[layout], results=path,
                         assets=assets, files={"plan.json": json.dumps(plan)})
     if boot.userland_s is None:
-        _RUNS[layout] = (f"REAL-KERNEL TESTS SKIPPED: the {layout} guest never reached "
-                         f"userland ({'; '.join(boot.attempts)})")
-        pytest.skip(str(_RUNS[layout]))
+        _RUNS[key] = (f"REAL-KERNEL TESTS SKIPPED: the {layout} guest never reached "
+                      f"userland ({'; '.join(boot.attempts)})")
+        pytest.skip(str(_RUNS[key]))
     if not boot.ok:
-        _FAILED[layout] = (f"{layout} guest job failed (rc={boot.rc}, timed_out="
-                           f"{boot.timed_out}); job log tail:\n{boot.job_log[-4000:]}")
-        pytest.fail(_FAILED[layout])
-    _RUNS[layout] = path / "sampled"
+        _FAILED[key] = (f"{layout} guest job on {kernel} failed (rc={boot.rc}, timed_out="
+                        f"{boot.timed_out}); job log tail:\n{boot.job_log[-4000:]}")
+        pytest.fail(_FAILED[key])
+    _RUNS[key] = path / "sampled"
     return path / "sampled"
 
 
@@ -101,8 +107,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Any:
     keep = os.environ.get("NUMA_REALKERNEL_RESULTS")
     base = Path(keep).resolve() if keep else tmp_path_factory.mktemp("realkernel-sampled")
 
-    def get(layout: str, case: str) -> dict[str, Any]:
-        d = _boot(layout, base)
+    def get(layout: str, case: str, kernel: str) -> dict[str, Any]:
+        d = _boot(layout, kernel, base)
         f = d / f"{case}.json"
         if not f.exists():
             pytest.fail(f"no result for {case} in {d}")
@@ -131,8 +137,9 @@ PARAMS = [(layout, c["name"]) for layout, cs in CASES.items() for c in cs]
 
 
 @pytest.mark.parametrize(("layout", "case"), PARAMS)
-def test_sampled_remote_ratio_within_bound(results: Any, layout: str, case: str) -> None:
-    rec = results(layout, case)
+def test_sampled_remote_ratio_within_bound(results: Any, layout: str, case: str,
+                                           kernel: str) -> None:
+    rec = results(layout, case, kernel)
     full = rec["full"]
     assert _by_node(rec["full_after"]) == _by_node(full), "placement moved during the reads"
     sampled = [e for e in rec["estimates"] if e["census_pages"] == CENSUS_PAGES]
@@ -151,9 +158,9 @@ def test_sampled_remote_ratio_within_bound(results: Any, layout: str, case: str)
 
 @pytest.mark.parametrize(("layout", "case"), PARAMS)
 def test_sampled_nodes_and_kinds_follow_the_placement(results: Any, layout: str,
-                                                      case: str) -> None:
+                                                      case: str, kernel: str) -> None:
     c = next(x for x in CASES[layout] if x["name"] == case)
-    rec = results(layout, case)
+    rec = results(layout, case, kernel)
     size = c["size_mib"] * MiB
     kern = _by_node(rec["full"], c["kind"])
     for est in rec["estimates"]:
@@ -169,9 +176,9 @@ def test_sampled_nodes_and_kinds_follow_the_placement(results: Any, layout: str,
         assert others <= 0.01 * size
 
 
-def test_hugetlb_scaled_to_status(results: Any) -> None:
+def test_hugetlb_scaled_to_status(results: Any, kernel: str) -> None:
     """The hugetlb mapping (/anon_hugepage) is kind hugetlb and sums to HugetlbPages."""
-    rec = results("2node", "hugetlb1")
+    rec = results("2node", "hugetlb1", kernel)
     hp = rec["status"]["hugetlb"]
     assert hp == 64 * MiB
     assert _by_node(rec["full"], "hugetlb") == {1: hp}

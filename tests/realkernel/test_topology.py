@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-from .conftest import GuestRun
+from .conftest import GuestGetter
 from .guest import LAYOUTS
 from .results import MiB
 
@@ -18,11 +16,11 @@ PER_LAYOUT = {"2node": "membind_remote", "4node": "node3_remote"}
 
 @pytest.mark.parametrize("scenario", list(PER_LAYOUT.values()))
 def test_node_distance_matches_kernel_and_layout(
-    guest: Callable[[str], GuestRun], run: object, scenario: str
+    guest: GuestGetter, run: object, scenario: str, kernel: str
 ) -> None:
     """numa_node_distance equals node<N>/distance, which equals the QEMU SLIT we asked for."""
     layout = next(k for k, v in PER_LAYOUT.items() if v == scenario)
-    g = guest(layout)
+    g = guest(layout, kernel)
     e = g.scenario(scenario).scrape(0)
     want = LAYOUTS[layout].distances
     for a in range(LAYOUTS[layout].nodes):
@@ -37,11 +35,11 @@ def test_node_distance_matches_kernel_and_layout(
 
 @pytest.mark.parametrize("scenario", list(PER_LAYOUT.values()))
 def test_node_cpus_and_memory_total(
-    guest: Callable[[str], GuestRun], run: object, scenario: str
+    guest: GuestGetter, run: object, scenario: str, kernel: str
 ) -> None:
     """numa_node_cpus and numa_node_memory_bytes{field="MemTotal"} match the guest's node files."""
     layout = next(k for k, v in PER_LAYOUT.items() if v == scenario)
-    g = guest(layout)
+    g = guest(layout, kernel)
     e = g.scenario(scenario).scrape(0)
     for n in range(LAYOUTS[layout].nodes):
         assert e.value("numa_node_cpus", node=str(n)) == LAYOUTS[layout].cpus_per_node
@@ -53,13 +51,13 @@ def test_node_cpus_and_memory_total(
 
 
 @pytest.mark.parametrize("scenario", ["node3_remote"])
-def test_remote_placement_on_far_node(guest: Callable[[str], GuestRun], run: object,
-                                      scenario: str) -> None:
+def test_remote_placement_on_far_node(guest: GuestGetter, run: object, scenario: str,
+                                      kernel: str) -> None:
     """On 4 nodes, memory bound to node 3 lands there (the farthest node from node 0).
 
     Shared file pages (libc in the page cache) may sit on any node; everything else is on 3.
     """
-    r = guest("4node").scenario(scenario)
+    r = guest("4node", kernel).scenario(scenario)
     size = r.scenario.size_mib * MiB
     kern = r.kernel(0).node_bytes
     assert kern.get(3, 0) >= 0.99 * size, f"kernel numa_maps {kern}"

@@ -20,7 +20,8 @@ class CollectorDef:
     ``name`` is the ``--[no-]collector.NAME`` flag and the name ``Config.enabled`` takes;
     ``help`` is one line for the flag's help and the README; ``specs`` are every family
     ``emit`` may yield (and nothing else); ``switchable`` is False for collectors that are
-    always on and have no flag.
+    always on and have no flag; ``default_on`` is False for the one collector its flag
+    must turn on (``damon``: it writes to DAMON's sysfs).
     """
 
     name: str
@@ -28,3 +29,4 @@ class CollectorDef:
     specs: tuple[MetricSpec, ...]
     emit: Emit
     switchable: bool = True
+    default_on: bool = True

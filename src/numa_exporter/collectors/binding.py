@@ -53,13 +53,22 @@ MISMATCH = MetricSpec(
     + ". 0 is left out for processes below --process.detail-above.",
     (*P, "reason"), drop_zero="summary", bounds=(("reason", len(REASONS)),))
 
-SPECS = (MEMORY_BOUND, CPUS_BOUND, MISMATCH)
+WI_DEVIATION = MetricSpec(
+    "numa_process_weighted_interleave_deviation_ratio", "gauge",
+    "Fraction of the process's resident pages under the weighted interleave policy that "
+    "would have to move for their split over nodes to match the node weights (half the L1 "
+    "distance between observed and weighted node shares; 0 conforms). Pages faulted before "
+    "the policy was set, or moved since, show up here. Absent without such pages.", P)
+
+SPECS = (MEMORY_BOUND, CPUS_BOUND, MISMATCH, WI_DEVIATION)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the binding families of the snapshot's processes."""
-    mb, cb, mm = (family(s) for s in SPECS)
+    mb, cb, mm, wd = (family(s) for s in SPECS)
     for p in snap.processes:
+        if p.weighted_deviation is not None:
+            wd.add_metric([str(p.pid)], p.weighted_deviation)
         lv = [str(p.pid)]
         if p.memory_bound is not None:
             mb.add_metric(lv, int(p.memory_bound))
@@ -68,8 +77,11 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
         for reason, on in sorted(p.mismatches.items()):
             mm.add_metric([*lv, reason], int(on))
     yield from (mb, cb, mm)
+    if wd.samples:  # only where a process has weighted-interleave pages
+        yield wd
 
 
 COLLECTOR = CollectorDef(
-    "binding", "binding consistency gauges (numa_process_*_bound, numa_process_binding_mismatch)",
+    "binding", "binding consistency gauges (numa_process_*_bound, numa_process_binding_mismatch, "
+    "weighted interleave deviation)",
     SPECS, emit)

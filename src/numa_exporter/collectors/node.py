@@ -51,7 +51,17 @@ HUGEPAGES = MetricSpec(
     ("node", "page_size_bytes", "state"),
     bounds=(("node", "nodes"), ("page_size_bytes", 2), ("state", 3)))
 
-SPECS = (MEMORY, *NUMASTAT.values(), CPUS, DISTANCE, HUGEPAGES)
+WI_WEIGHT = MetricSpec(
+    "numa_node_weighted_interleave_weight", "gauge",
+    "The node's weight for the weighted interleave memory policy, 1-255 "
+    "(/sys/kernel/mm/mempolicy/weighted_interleave/node<N>; 6.9+, absent before).",
+    ("node",))
+WI_AUTO = MetricSpec(
+    "numa_weighted_interleave_auto", "gauge",
+    "1 when the kernel sets the weighted interleave weights from the firmware's bandwidth "
+    "figures, else 0 (/sys/kernel/mm/mempolicy/weighted_interleave/auto; 6.16+).", ())
+
+SPECS = (MEMORY, *NUMASTAT.values(), CPUS, DISTANCE, HUGEPAGES, WI_WEIGHT, WI_AUTO)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
@@ -87,7 +97,18 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
                 if hv is not None:
                     hp.add_metric([str(node), str(size), state], hv)
     yield hp
+    wi = sysm.weighted_interleave
+    if wi is not None:  # absent before 6.9: no empty family
+        weights = family(WI_WEIGHT)
+        for node, w in sorted(wi.weights.items()):
+            weights.add_metric([str(node)], w)
+        yield weights
+        if wi.auto is not None:
+            auto = family(WI_AUTO)
+            auto.add_metric([], int(wi.auto))
+            yield auto
 
 
 COLLECTOR = CollectorDef(
-    "node", "node memory, numastat page counters, CPUs, distances, huge pages", SPECS, emit)
+    "node", "node memory, numastat page counters, CPUs, distances, huge pages, weighted "
+    "interleave weights", SPECS, emit)

@@ -13,6 +13,7 @@ from . import (
     balancing,
     binding,
     cgroup,
+    damon,
     drift,
     exporter,
     health,
@@ -37,10 +38,13 @@ ALL: tuple[CollectorDef, ...] = (
     node.COLLECTOR,
     balancing.COLLECTOR,
     tiers.COLLECTOR,
+    damon.COLLECTOR,
 )
 
 # Names of the collectors a flag turns on and off (all default on).
 COLLECTORS: tuple[str, ...] = tuple(c.name for c in ALL if c.switchable)
+# ... of which these are off unless their flag turns them on
+DEFAULT_OFF: frozenset[str] = frozenset(c.name for c in ALL if not c.default_on)
 
 # Every family of every collector, as (collector name, spec), in exposition order; the
 # per-collector success and duration families (emitted by the SnapshotCollector for every

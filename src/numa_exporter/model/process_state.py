@@ -67,6 +67,8 @@ class ProcessState:
     policies: PolicyView | None = None
     # what its sampled reads learned (followed pages, carried counts); None until one
     sampled: SampleMemory | None = None
+    # bytes of weighted-interleave mappings by (policy nodes, node), from the last full read
+    weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
 
     def program_start(self, start_time: float, now: float) -> float:
         """Return when the program now running started (steady seconds): the process's

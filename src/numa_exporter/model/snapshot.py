@@ -8,10 +8,12 @@ from enum import StrEnum
 
 from numa_exporter.model.accessors import ProcessTiers
 from numa_exporter.model.home import Home, Locality
+from numa_exporter.model.hot_memory import DamonStatus, HotMemory
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.system_tiers import SystemTiers
 from numa_exporter.model.topology import Topology
+from numa_exporter.model.weighted_interleave import InterleaveWeights
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
 
 
@@ -73,6 +75,9 @@ class ProcessSample:
     cpus_bound: bool | None = None
     mismatches: dict[str, bool] = field(default_factory=dict)
     drift: Drift | None = None
+    # weighted-interleave pages: fraction off the node weights (None: none, or no weights)
+    weighted_deviation: float | None = None
+    hot: HotMemory | None = None  # DAMON's hot bytes by node (--collector.damon)
     # when and how the placement was read (a process not read again keeps its last values)
     last_scan_timestamp: float | None = None  # Unix time this process was last read
     next_scan_timestamp: float | None = None  # Unix time of its next planned read
@@ -127,6 +132,7 @@ class SystemSample:
     memory_nodes: frozenset[int] | None = None
     node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
     demotion_enabled: bool | None = None
+    weighted_interleave: InterleaveWeights | None = None  # 6.9+; node or binding collector
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,3 +186,4 @@ class Snapshot:
     cgroups: tuple[CgroupSample, ...] = ()
     kubernetes: KubernetesView = field(default_factory=KubernetesView)
     stats: ExporterStats = field(default_factory=ExporterStats)
+    damon: DamonStatus | None = None  # None: --collector.damon off

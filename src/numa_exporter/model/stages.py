@@ -114,6 +114,9 @@ class Placement:
     mappings: int = 0  # mappings read (numa_maps lines)
     # False: the memory policies are unknown, none carried (``model/policies.py``)
     policies_known: bool = True
+    # bytes of weighted-interleave mappings by (policy nodes, node); sampled: the last full
+    # read's, while its policy view is current (``model/policies.py``), else none
+    weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -302,13 +302,16 @@ class NumaMaps:
     ``bytes`` maps (node, kind) to resident bytes; ``policy_bytes`` maps a policy label to
     bytes; ``policy_nodes`` maps (policy label, nodes) to bytes, for binding analysis;
     ``off_policy_bytes`` are bytes of ``bind`` mappings that sit on nodes their policy does
-    not name (moved there by ``migratepages``, or by an ``mbind`` without MPOL_MF_MOVE).
+    not name (moved there by ``migratepages``, or by an ``mbind`` without MPOL_MF_MOVE);
+    ``weighted_nodes`` maps (policy nodes, node) to the bytes of ``weighted interleave``
+    mappings, for comparing their split with the node weights.
     """
 
     bytes: dict[tuple[int, Kind], int] = field(default_factory=dict)
     policy_bytes: dict[str, int] = field(default_factory=dict)
     policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)
     off_policy_bytes: int = 0
+    weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
     mappings: int = 0
     errors: tuple[ParseError, ...] = ()
     error_count: int = 0
@@ -385,6 +388,7 @@ class _Totals:
         pol_bytes: dict[str, int] = {}
         pol_nodes: dict[tuple[str, frozenset[int]], int] = {}
         policies: dict[bytes, Policy] = {}
+        weighted: dict[tuple[frozenset[int], int], int] = {}
         off = 0
         for raw in self.policies:
             pol = self.policy_ok.get(raw) or parse_policy(raw)  # valid: it was checked
@@ -400,8 +404,12 @@ class _Totals:
             pol_nodes[(pol.name, pol.nodes)] += b
             if pol.name == "bind" and pol.nodes and node not in pol.nodes:
                 off += b
+            elif pol.name == "weighted_interleave" and b:
+                wkey = (pol.nodes, node)
+                weighted[wkey] = weighted.get(wkey, 0) + b
         return NumaMaps(bytes=by, policy_bytes=pol_bytes, policy_nodes=pol_nodes,
-                        off_policy_bytes=off, mappings=self.mappings, errors=tuple(self.errors),
+                        off_policy_bytes=off, weighted_nodes=weighted, mappings=self.mappings,
+                        errors=tuple(self.errors),
                         error_count=self.n_err)
 
 

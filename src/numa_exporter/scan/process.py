@@ -40,6 +40,7 @@ from numa_exporter.model.stages import (
 )
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.model.topology import Topology
+from numa_exporter.model.weighted_interleave import weighted_deviation_ratio
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind, NumaMaps, fold_nodes
 from numa_exporter.parsers.pid_status import PidStatus
@@ -334,8 +335,10 @@ class ProcessReader:
         # the full read counts movement from here on; a panel kept across it would count
         # the moves between two full reads a second time
         st.sampled = None
+        st.weighted_nodes = dict(maps.weighted_nodes)
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
-                         maps.off_policy_bytes, "full", mappings=maps.mappings)
+                         maps.off_policy_bytes, "full", mappings=maps.mappings,
+                         weighted_nodes=maps.weighted_nodes)
 
     def policies(self, placed: Placement, st: ProcessState, resident: int, now: float
                  ) -> Placement:
@@ -352,7 +355,8 @@ class ProcessReader:
             return placed
         got = scaled(view, sum(placed.bytes.values()))
         return replace(placed, policy_bytes=got.policy_bytes, policy_nodes=got.policy_nodes,
-                       off_policy_bytes=got.off_policy_bytes, policies_known=True)
+                       off_policy_bytes=got.off_policy_bytes, policies_known=True,
+                       weighted_nodes=dict(st.weighted_nodes))
 
     def known_nodes(self, memory: Mapping[tuple[int, Kind], int], where: str
                     ) -> dict[tuple[int, Kind], int]:
@@ -469,6 +473,14 @@ class ProcessReader:
         mismatches.update(kubelet_mismatches(kubelet, homing.node_bytes, thread_nodes))
         return replace(binding, mismatches=mismatches)
 
+    def weighted_deviation(self, system: SystemSample, pl: Placement) -> float | None:
+        """Return how far the split of the process's weighted-interleave pages is from the
+        node weights (None with the binding collector off, without weights or such pages)."""
+        wi = system.weighted_interleave
+        if not self.config.enabled("binding") or wi is None or not pl.weighted_nodes:
+            return None
+        return weighted_deviation_ratio(pl.weighted_nodes, wi.weights)
+
     # --- stage 7: tiers, accessors, faults -----------------------------------------------
     def host(self, system: SystemSample) -> HostTiers | None:
         """Return the host's tier facts for per-process views (None without them), built
@@ -548,6 +560,9 @@ class ProcessReader:
                         now.wall_of(next_due) if next_due is not None else now.wall,
                         plan, st.costs)
         sample = assemble(who, threads, placed, pod, homing, binding, tiers, drift, timing)
+        deviation = self.weighted_deviation(system, placed)
+        if deviation is not None:
+            sample = replace(sample, weighted_deviation=deviation)
         if next_due is not None:
             st.costs = replace(st.costs, next_due=next_due)
         st.last = sample

@@ -52,6 +52,8 @@ from numa_exporter.readers.tiers import (
     read_node_vmstat,
     read_system_tiers,
 )
+from numa_exporter.readers.weighted_interleave import read_weighted_interleave
+from numa_exporter.scan.damon import HotMemoryMonitor, join_hot
 from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
     PlacementReader,
@@ -65,7 +67,7 @@ from numa_exporter.sources.deadline import Deadline, Expired
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.rootfs import RootFS
-from numa_exporter.sources.sysfs import MemoryTierSysFS, NodeSysFS
+from numa_exporter.sources.sysfs import MemoryTierSysFS, NodeSysFS, WeightedInterleaveSysFS
 
 log = structlog.get_logger("numa_exporter.scan.scanner")
 
@@ -96,8 +98,10 @@ class Scanner:
         sampled: SampledReader | None = None,
         wall: Callable[[], float] = time.time,
         cpu: Callable[[], float] = time.thread_time,
+        hot: HotMemoryMonitor | None = None,
     ) -> None:
         self._config = config
+        self.hot = hot  # --collector.damon: the hot-memory worker (its own thread)
         self.cpu = cpu
         self.errors = ErrorReporter()
         self.accel = AcceleratorMap(accelerators, config)
@@ -106,6 +110,7 @@ class Scanner:
         self.proc.hold_files()  # statm/status/cmdline read by pread on a live procfs
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.memory_tiers = MemoryTierSysFS(config.roots.sysfs)
+        self.weights = WeightedInterleaveSysFS(config.roots.sysfs)
         self.system_tiers = SystemTiers()
         self.clock = clock
         self.wall = wall
@@ -165,6 +170,12 @@ class Scanner:
             sample = SystemSample(topology=self.topology)
         # binding checks compare memory bindings with the nodes that have memory
         sample = replace(sample, memory_nodes=self.system_tiers.classes.memory)
+        if cfg.enabled("node") or cfg.enabled("binding"):
+            try:
+                sample = replace(sample, weighted_interleave=read_weighted_interleave(
+                    self.weights, self.errors))
+            except Exception as exc:
+                self.errors.bug("weighted_interleave", str(self.weights.root), exc)
         if not cfg.enabled("tiers"):
             return sample
         try:
@@ -400,9 +411,12 @@ class Scanner:
                  skipped=states[Outcome.SKIPPED], denied=states[Outcome.DENIED],
                  gone=states[Outcome.GONE],
                  pending=len(pending), seconds=round(duration, 4), **fields)
+        damon = None
+        if self.hot is not None:
+            samples, damon = join_hot(self.hot, samples)
         return Snapshot(system=system, processes=tuple(samples), stats=stats,
                         accelerators=self.accel.exported(), cgroups=cgroups,
-                        kubernetes=view)
+                        kubernetes=view, damon=damon)
 
     def _once_notes(self, system: SystemSample, states: Outcomes, served: int) -> None:
         """Log, once each, the conditions that make every value look the same."""

@@ -164,6 +164,28 @@ class MemoryTierSysFS:
         return read_optional(self.demotion, "demotion_enabled")
 
 
+class WeightedInterleaveSysFS:
+    """Node weights of MPOL_WEIGHTED_INTERLEAVE (6.9+) of one sysfs root."""
+
+    def __init__(self, sysfs: Path) -> None:
+        self.root = sysfs / "kernel" / "mm" / "mempolicy" / "weighted_interleave"
+
+    def names(self) -> list[str] | None:
+        """Return the folder's entry names (``node<N>``, ``auto``), None where it is absent."""
+        return _names(self.root, "weighted_interleave")
+
+    def read(self, name: str) -> bytes | None:
+        """Return the bytes of entry ``name`` (``node<N>`` or ``auto``), None if absent.
+
+        Any other name raises ValueError, so that no other path under the root can be named.
+        """
+        digits = name[4:]
+        if name != "auto" and not (name.startswith("node") and 0 < len(digits) <= 4
+                                   and digits.isascii() and digits.isdigit()):
+            raise ValueError(f"not a weighted_interleave entry: {name!r}")
+        return read_optional(self.root / name, "weighted_interleave")
+
+
 class PciSysFS:
     """PCI device attributes of one sysfs root (``bus/pci/devices/<address>``)."""
 

@@ -1,0 +1,62 @@
+"""Collector ``damon`` (``--collector.damon``, off by default, root only): hot memory from
+the exporter's own DAMON kdamonds. Definitions: README "Hot memory (DAMON, 6.12)"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import Metric
+
+from numa_exporter.collectors.spec import MetricSpec
+from numa_exporter.model.hot_memory import hot_remote_ratio
+from numa_exporter.model.snapshot import Snapshot
+
+from .base import CollectorDef
+from .families import family
+
+HOT_BYTES = MetricSpec(
+    "numa_process_hot_memory_bytes", "gauge",
+    "Bytes of the process that DAMON saw accessed in its last aggregation interval "
+    "(--collector.damon.hot-threshold of the samples), by the node their pages are on "
+    "(move_pages on 32 pages of each hot region). Only for the processes the exporter's "
+    "kdamonds watch (--collector.damon.processes, largest resident first).", ("pid", "node"))
+HOT_REMOTE = MetricSpec(
+    "numa_process_hot_remote_memory_ratio", "gauge",
+    "Share of the process's hot bytes on nodes outside its home nodes (the same home as "
+    "numa_process_remote_memory_ratio), 0-1; absent without hot bytes.", ("pid",))
+UP = MetricSpec(
+    "numa_exporter_damon_up", "gauge",
+    "1 while the exporter's own kdamonds monitor; 0 when DAMON cannot be used (reason in "
+    "numa_exporter_damon_unavailable_total and the log).", ())
+UNAVAILABLE = MetricSpec(
+    "numa_exporter_damon_unavailable_total", "counter",
+    "Times DAMON could not be used, by reason: absent (no DAMON sysfs), busy (EBUSY: "
+    "another DAMON user such as DAMON_RECLAIM), foreign (kdamonds the exporter does not own "
+    "exist: left untouched), denied, not_root, error.", ("reason",))
+
+SPECS = (HOT_BYTES, HOT_REMOTE, UP, UNAVAILABLE)
+
+
+def emit(snap: Snapshot) -> Iterator[Metric]:
+    """Yield the hot-memory families (nothing with --collector.damon off)."""
+    st = snap.damon
+    if st is None:
+        return
+    hb, hr, up, un = (family(s) for s in SPECS)
+    for p in snap.processes:
+        if p.hot is None:
+            continue
+        for node, b in sorted(p.hot.bytes_by_node.items()):
+            hb.add_metric([str(p.pid), str(node)], b)
+        ratio = hot_remote_ratio(p.hot.bytes_by_node, p.home.nodes)
+        if ratio is not None:
+            hr.add_metric([str(p.pid)], ratio)
+    up.add_metric([], 1 if st.state == "monitoring" else 0)
+    for reason, n in sorted((st.unavailable or {}).items()):
+        un.add_metric([reason], n)
+    yield from (hb, hr, up, un)
+
+
+COLLECTOR = CollectorDef(
+    "damon", "hot memory from DAMON (off by default: --collector.damon; root, 6.12 or any "
+    "kernel with DAMON_VADDR and DAMON_SYSFS)", SPECS, emit, default_on=False)

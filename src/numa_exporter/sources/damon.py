@@ -1,0 +1,312 @@
+"""DAMON's sysfs interface (``/sys/kernel/mm/damon/admin``, 5.18+; tried regions 6.2+): the
+exporter's own kdamonds, and never anyone else's.
+
+Measured on 6.12: writing ``nr_kdamonds`` while any kdamond runs fails with EBUSY, and while
+none runs it wipes every existing kdamond's configuration (someone's prepared setup);
+growing ``nr_targets`` of a running kdamond and committing resets its target and stops it;
+DAMON_RECLAIM and sysfs kdamonds exclude each other with EBUSY. So this driver:
+
+* creates kdamonds only when ``nr_kdamonds`` is 0 (nobody else has any);
+* otherwise uses only slots it can prove it owns: its state file (under a run directory)
+  names the boot, the number of kdamonds it created and each slot's kdamond pid, and sysfs
+  must agree: the same count, each slot running under the recorded pid, or stopped with
+  exactly the configuration the driver writes. Anything else: it stands aside;
+* never resizes, commits into, starts or stops a kdamond it does not own; stops its own on
+  exit and keeps the state file, so that a restart recognises them.
+
+Every failure is a :class:`DamonUnavailable` with a reason (``absent``, ``busy``,
+``foreign``, ``denied``, ``error``); the caller says it once and keeps serving.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from numa_exporter.sources.errors import SourceError
+from numa_exporter.sources.files import read_small
+
+STATE_FILE = "damon.json"
+MAX_REGIONS_READ = 10_000  # tried_regions entries read per slot (max_regions bounds it)
+U64_MAX = (1 << 64) - 1
+U32_MAX = (1 << 32) - 1
+
+
+class DamonUnavailable(Exception):
+    """DAMON cannot be used by the exporter now; ``reason`` says why in one word."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}")
+
+
+@dataclass(frozen=True, slots=True)
+class DamonSettings:
+    """Monitoring attributes the exporter's kdamonds run with."""
+
+    sample_us: int = 5_000
+    aggr_us: int = 100_000
+    update_us: int = 1_000_000
+    min_regions: int = 10
+    max_regions: int = 1_000
+    slots: int = 1  # kdamonds created (one watched process each)
+
+    @property
+    def max_accesses(self) -> int:
+        """Return the largest ``nr_accesses`` a region can show (samples per aggregation)."""
+        return max(1, self.aggr_us // self.sample_us)
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """One region DAMON tried a scheme on: ``[start, end)``, accesses in the last
+    aggregation interval and its age in aggregation intervals."""
+
+    start: int
+    end: int
+    nr_accesses: int
+    age: int
+
+
+def _classify(path: Path, err: OSError) -> DamonUnavailable:
+    if err.errno == errno.EBUSY:
+        return DamonUnavailable("busy", f"{path}: in use by another DAMON user (EBUSY)")
+    if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return DamonUnavailable("denied", f"{path}: {err.strerror}")
+    if err.errno == errno.ENOENT:
+        return DamonUnavailable("absent", f"{path}: no such file")
+    return DamonUnavailable("error", f"{path}: {err.strerror or err}")
+
+
+class DamonSysfs:
+    """The exporter's kdamonds under one sysfs root; its ownership state under ``run_dir``."""
+
+    def __init__(self, sysfs: Path, run_dir: Path, settings: DamonSettings,
+                 boot_id: str, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.admin = sysfs / "kernel" / "mm" / "damon" / "admin"
+        self.kdamonds = self.admin / "kdamonds"
+        self.state_path = run_dir / STATE_FILE
+        self.settings = settings
+        self.boot_id = boot_id
+        self.sleep = sleep
+        self.slots: list[int] = []  # owned kdamond indexes
+        self.created = 0  # nr_kdamonds as the exporter wrote it
+        self.pids: dict[int, int] = {}  # slot -> kdamond pid when running
+
+    # --- raw file access ------------------------------------------------------------------
+    def _read(self, path: Path) -> str:
+        try:
+            return read_small(path, "damon").decode("ascii", "replace").strip()
+        except SourceError as err:
+            cause = err.__cause__
+            raise _classify(path, cause if isinstance(cause, OSError)
+                            else OSError(err.errno or errno.EIO, str(err))) from err
+
+    def _write(self, path: Path, value: str) -> None:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)  # as `echo >` does
+        except OSError as err:
+            raise _classify(path, err) from err
+        try:
+            os.write(fd, value.encode())
+        except OSError as err:
+            raise _classify(path, err) from err
+        finally:
+            os.close(fd)
+
+    def _int(self, path: Path) -> int:
+        text = self._read(path)
+        if not text.lstrip("-").isdigit() or len(text) > 24:
+            raise DamonUnavailable("error", f"{path}: not a number: {text[:40]!r}")
+        return int(text)
+
+    def _ctx(self, slot: int) -> Path:
+        return self.kdamonds / str(slot) / "contexts" / "0"
+
+    def state(self, slot: int) -> str:
+        """Return the slot's kdamond state (``on`` or ``off``)."""
+        return self._read(self.kdamonds / str(slot) / "state")
+
+    def kdamond_pid(self, slot: int) -> int:
+        """Return the pid of the slot's kdamond thread (-1 when it is off)."""
+        return self._int(self.kdamonds / str(slot) / "pid")
+
+    # --- ownership ------------------------------------------------------------------------
+    def claim(self) -> list[int]:
+        """Return the slots this exporter owns: created now when nobody has any kdamond,
+        recognised from the state file after a restart. Raises DamonUnavailable otherwise
+        (``absent``: no DAMON sysfs; ``foreign``: another user's kdamonds; ``busy``)."""
+        if not self.kdamonds.is_dir():
+            raise DamonUnavailable("absent", f"{self.admin}: no DAMON sysfs interface "
+                                   "(CONFIG_DAMON_SYSFS off, or before 5.18)")
+        nr = self._int(self.kdamonds / "nr_kdamonds")
+        if nr == 0:
+            return self._create()
+        recorded = self._recorded()
+        if recorded is None:
+            raise DamonUnavailable("foreign", f"{nr} kdamond(s) exist and none is the "
+                                   "exporter's (no state of this boot); left untouched")
+        created, slots, pids = recorded
+        if created != nr:
+            raise DamonUnavailable("foreign", f"nr_kdamonds is {nr}, the exporter created "
+                                   f"{created}; left untouched")
+        for slot in slots:
+            if not self._ours(slot, pids.get(slot)):
+                raise DamonUnavailable("foreign", f"kdamond {slot} is not as the exporter "
+                                       "left it; left untouched")
+        self.slots, self.created = slots, nr
+        self.pids = {s: p for s, p in pids.items() if self.state(s) == "on"}
+        return slots
+
+    def _ours(self, slot: int, pid: int | None) -> bool:
+        """Return whether slot's kdamond is still the exporter's own."""
+        if self.state(slot) == "on":
+            return pid is not None and self.kdamond_pid(slot) == pid
+        return self._configured_as_ours(slot)
+
+    def _configured_as_ours(self, slot: int) -> bool:
+        ctx = self._ctx(slot)
+        s = self.settings
+        try:
+            return (self._int(self.kdamonds / str(slot) / "contexts" / "nr_contexts") == 1
+                    and self._read(ctx / "operations") == "vaddr"
+                    and self._int(ctx / "monitoring_attrs/intervals/sample_us") == s.sample_us
+                    and self._int(ctx / "monitoring_attrs/intervals/aggr_us") == s.aggr_us
+                    and self._int(ctx / "monitoring_attrs/nr_regions/max") == s.max_regions
+                    and self._int(ctx / "schemes/nr_schemes") == 1
+                    and self._read(ctx / "schemes/0/action") == "stat")
+        except DamonUnavailable as exc:
+            if exc.reason == "absent":
+                return False
+            raise
+
+    def _recorded(self) -> tuple[int, list[int], dict[int, int]] | None:
+        """Return (nr_kdamonds created, owned slots, slot -> kdamond pid) of this boot's
+        state file, or None (absent, another boot's, or not the driver's format)."""
+        try:
+            raw = json.loads(self.state_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not self.boot_id or not isinstance(raw, dict) or raw.get("boot_id") != self.boot_id:
+            return None
+        nr, slots, pids = raw.get("nr_kdamonds"), raw.get("slots"), raw.get("pids", {})
+        if (not isinstance(nr, int) or not isinstance(slots, list) or not isinstance(pids, dict)
+                or not all(isinstance(x, int) and 0 <= x < nr for x in slots)
+                or not all(isinstance(v, int) and k.isdigit() for k, v in pids.items())):
+            return None
+        return nr, slots, {int(k): v for k, v in pids.items()}
+
+    def _save(self) -> None:
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"boot_id": self.boot_id, "nr_kdamonds": self.created,
+                                   "slots": self.slots,
+                                   "pids": {str(k): v for k, v in self.pids.items()},
+                                   "settings": asdict(self.settings)}))
+        tmp.replace(self.state_path)
+
+    def _create(self) -> list[int]:
+        n = self.settings.slots
+        self._write(self.kdamonds / "nr_kdamonds", str(n))
+        self.slots, self.created = list(range(n)), n
+        for slot in self.slots:
+            self._configure(slot)
+        self._save()
+        return self.slots
+
+    def _configure(self, slot: int) -> None:
+        """Write the exporter's configuration into its own, stopped kdamond ``slot``."""
+        s = self.settings
+        kd = self.kdamonds / str(slot)
+        self._write(kd / "contexts" / "nr_contexts", "1")
+        ctx = self._ctx(slot)
+        self._write(ctx / "operations", "vaddr")
+        attrs = ctx / "monitoring_attrs"
+        for name, v in (("sample_us", s.sample_us), ("aggr_us", s.aggr_us),
+                        ("update_us", s.update_us)):
+            self._write(attrs / "intervals" / name, str(v))
+        self._write(attrs / "nr_regions" / "min", str(s.min_regions))
+        self._write(attrs / "nr_regions" / "max", str(s.max_regions))
+        self._write(ctx / "schemes" / "nr_schemes", "1")
+        scheme = ctx / "schemes" / "0"
+        self._write(scheme / "action", "stat")
+        pattern = scheme / "access_pattern"
+        for name, hi in (("sz", U64_MAX), ("nr_accesses", U32_MAX), ("age", U32_MAX)):
+            self._write(pattern / name / "min", "0")
+            self._write(pattern / name / "max", str(hi))
+
+    # --- targets --------------------------------------------------------------------------
+    def watch(self, slot: int, pid: int) -> None:
+        """Point the exporter's own kdamond ``slot`` at process ``pid`` and start it."""
+        self._own(slot)
+        self.stop(slot)
+        targets = self._ctx(slot) / "targets"
+        self._write(targets / "nr_targets", "1")
+        self._write(targets / "0" / "pid_target", str(pid))
+        self._write(self.kdamonds / str(slot) / "state", "on")
+        self.pids[slot] = self.kdamond_pid(slot)
+        self._save()
+
+    def stop(self, slot: int, wait_s: float = 5.0) -> None:
+        """Stop the exporter's own kdamond ``slot`` (nothing when it is off)."""
+        self._own(slot)
+        if self.state(slot) != "on":
+            return
+        with contextlib.suppress(DamonUnavailable):  # it may stop by itself (target exited)
+            self._write(self.kdamonds / str(slot) / "state", "off")
+        waited = 0.0
+        while self.state(slot) == "on" and waited < wait_s:
+            self.sleep(0.02)
+            waited += 0.02
+        self.pids.pop(slot, None)
+
+    def release(self) -> None:
+        """Stop every kdamond of the exporter's own (on exit); the state file stays, so a
+        restart in the same boot recognises them."""
+        for slot in list(self.slots):
+            with contextlib.suppress(DamonUnavailable):
+                self.stop(slot)
+        if self.slots:
+            with contextlib.suppress(OSError):
+                self._save()
+
+    def _own(self, slot: int) -> None:
+        if slot not in self.slots:
+            raise DamonUnavailable("foreign", f"kdamond {slot} is not the exporter's")
+
+    # --- regions --------------------------------------------------------------------------
+    def regions(self, slot: int) -> list[Region]:
+        """Return the regions of the exporter's running kdamond ``slot``: asks the kernel
+        to update the stat scheme's tried regions (blocks about one aggregation interval)
+        and reads them. Empty when the kdamond is off (its target exited)."""
+        self._own(slot)
+        kd = self.kdamonds / str(slot)
+        if self.state(slot) != "on":
+            return []
+        self._write(kd / "state", "update_schemes_tried_regions")
+        base = self._ctx(slot) / "schemes" / "0" / "tried_regions"
+        try:
+            names = [e.name for e in os.scandir(base) if e.name.isdigit()]
+        except OSError as err:
+            raise _classify(base, err) from err
+        out: list[Region] = []
+        for name in sorted(names, key=int)[:MAX_REGIONS_READ]:
+            d = base / name
+            out.append(Region(self._int(d / "start"), self._int(d / "end"),
+                              self._int(d / "nr_accesses"), self._int(d / "age")))
+        return out
+
+
+def boot_id(procfs: Path) -> str:
+    """Return the kernel's boot id (``/proc/sys/kernel/random/boot_id``), "" if unreadable."""
+    try:
+        return read_small(procfs / "sys" / "kernel" / "random" / "boot_id",
+                          "damon").decode("ascii", "replace").strip()
+    except Exception:
+        return ""
