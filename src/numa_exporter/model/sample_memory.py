@@ -194,33 +194,64 @@ def kept_counts(memory: SampleMemory, kind: Kind, shape: int, total: int, moved:
     return dict(memory.counts.get(kind, {}))
 
 
-#: Standard errors by which a fresh share must differ from the carried one to count as a
-#: change (four: a false alarm about once in 16,000 node-reads), and the least samples.
-CHANGE_Z = 4.0
+#: False-alarm probability of :func:`at_odds` per read, all kinds together: a process that
+#: nothing moves has its carried counts dropped about once in 100,000 reads.
+CHANGE_ALPHA = 1e-5
+#: The least samples by which a fresh node count must differ from the carried share.
 CHANGE_SAMPLES = 8
 
 
-def at_odds(carried: Mapping[int, float], fresh: Iterable[tuple[int, int]]) -> bool:
-    """Return whether a fresh sample's node shares differ from the carried ones by more
-    than sampling explains: on some node by over :data:`CHANGE_Z` standard errors of the
-    difference of two proportions and by at least :data:`CHANGE_SAMPLES` samples.
+def chi2_sf(x: float, dof: int) -> float:
+    """Return the probability that a chi-square variable of ``dof`` (>= 1) degrees of
+    freedom exceeds ``x`` (closed forms for integer degrees of freedom)."""
+    if x <= 0:
+        return 1.0
+    h = x / 2
+    if dof % 2 == 0:
+        term = math.exp(-h)
+        total = term
+        for i in range(1, dof // 2):
+            term *= h / i
+            total += term
+        return min(total, 1.0)
+    total = math.erfc(math.sqrt(h))
+    term = math.exp(-h) * math.sqrt(h) / (math.sqrt(math.pi) / 2)
+    for i in range(1, (dof + 1) // 2):
+        total += term
+        term *= h / (i + 0.5)
+    return min(total, 1.0)
 
-    The host's migration counter is added to only when a migrate_pages call ends, so a
-    long migration (a big migrate_pages(2), mbind or move_pages) looks quiet while it
-    runs; the fresh sample shows it."""
+
+def at_odds(carried: Mapping[int, float], fresh: Iterable[tuple[int, int]],
+            tests: int = 1) -> bool:
+    """Return whether a fresh sample's node counts differ from the carried ones by more
+    than sampling explains: Pearson's chi-square test of homogeneity of the two samples
+    over the nodes either saw rejects at :data:`CHANGE_ALPHA` / ``tests`` (``tests``: the
+    kinds tested in the same read), and some node's fresh count is off the carried share
+    by at least :data:`CHANGE_SAMPLES` samples.
+
+    The carried counts stand for as many samples as they sum to (fading only scales them
+    down, so the test is conservative). The host's migration counter is added to only when
+    a migrate_pages call ends, so a long migration (a big migrate_pages(2), mbind or
+    move_pages) looks quiet while it runs; the fresh sample shows it."""
     got = dict(fresh)
     m = sum(got.values())
     w = sum(carried.values())
     if not m or w <= 0:
         return False
+    stat, cells, biggest = 0.0, 0, 0.0
     for n in set(got) | set(carried):
         f, c = got.get(n, 0), carried.get(n, 0.0)
         pooled = (f + c) / (m + w)
-        se = math.sqrt(pooled * (1 - pooled) * (1 / m + 1 / w))
-        diff = abs(f / m - c / w)
-        if diff * m >= CHANGE_SAMPLES and diff > CHANGE_Z * se:
-            return True
-    return False
+        if pooled <= 0:
+            continue
+        cells += 1
+        diff = f / m - c / w
+        stat += diff * diff / (pooled * (1 / m + 1 / w))
+        biggest = max(biggest, abs(diff) * m)
+    if cells < 2 or biggest < CHANGE_SAMPLES:
+        return False
+    return chi2_sf(stat, cells - 1) < CHANGE_ALPHA / max(tests, 1)
 
 
 def _allocate(total: int, counts: Mapping[int, float]) -> dict[int, int]:

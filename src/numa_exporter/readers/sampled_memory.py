@@ -144,7 +144,7 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
         shapes[kind] = shape_of(s)
         unsure = not quiet and (kind not in followed or bool(followed[kind].moves))
         kept = kept_counts(memory, kind, shapes[kind], totals.get(kind, 0), unsure)
-        if kept and at_odds(kept, fresh.get(kind, ())):
+        if kept and at_odds(kept, fresh.get(kind, ()), len(frame)):
             kept, odd = {}, True
         carried[kind] = kept
     if not (seen or odd or memory.suspect):  # a page that joins after it moved hides it
