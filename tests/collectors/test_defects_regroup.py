@@ -149,8 +149,8 @@ def test_numa_maps_absent_from_a_live_process_is_an_error_said_once(tmp_path: Pa
         second = scanner.scan()
     for snap in (first, second):
         assert {300, 301}.isdisjoint(p.pid for p in snap.processes)
-        assert snap.stats.states["gone"] == 1  # 302 (no status) only
-        assert snap.stats.states["skipped"] == 2
+        assert snap.stats.states["gone"] == 0  # 302 (no status file) is an error: skipped
+        assert snap.stats.states["skipped"] == 3
     assert second.stats.read_errors[("numa_maps", "error")] == 4
     assert ("numa_maps", "gone") not in second.stats.read_errors
     said = [e for e in logs if e.get("source") == "numa_maps" and e["log_level"] == "error"]

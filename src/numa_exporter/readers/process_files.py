@@ -27,6 +27,7 @@ from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
+from numa_exporter.sources.threads import TaskDir
 
 
 class HoldMeter:
@@ -129,8 +130,10 @@ def read_live_thread(files: ProcessFiles, min_resident: int, errors: ErrorReport
     VmRSS) as the files read through its first live thread with memory, and that thread's
     status (None when below ``min_resident``); None when no thread holds memory (the whole
     process is exiting). Threads that exit meanwhile are passed over; raises the
-    SourceError of listing the threads."""
-    for tid in files.tids():
+    SourceError of listing the threads (Gone when none is listed)."""
+    with TaskDir(files) as task:
+        tids = task.tids()
+    for tid in tids:
         if tid == files.pid:
             continue
         via = files.through(tid)
