@@ -165,10 +165,26 @@ def read_cmdline(files: ProcessFiles) -> str:
     return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
 
 
+#: Parsed cgroup files by their bytes: most processes of a host share a few cgroups, and the
+#: parse is pure. Bounded: emptied when full.
+_CGROUPS: dict[bytes, ProcCgroup] = {}
+MAX_CGROUPS = 1024
+
+
+def parse_cgroup_cached(raw: bytes) -> ProcCgroup:
+    """Return ``parse_proc_cgroup(raw)``, from the cache when the same bytes were parsed."""
+    cg = _CGROUPS.get(raw)
+    if cg is None:
+        if len(_CGROUPS) >= MAX_CGROUPS:
+            _CGROUPS.clear()
+        cg = _CGROUPS[raw] = parse_proc_cgroup(raw)
+    return cg
+
+
 def read_cgroup(files: ProcessFiles, errors: ErrorReporter) -> ProcCgroup | None:
     """Return the parsed cgroup file; None when unreadable (reported). Raises Gone."""
     try:
-        cg = parse_proc_cgroup(files.cgroup())
+        cg = parse_cgroup_cached(files.cgroup())
     except Gone:
         raise
     except SourceError as err:
