@@ -493,16 +493,16 @@ def main(argv: list[str] | None = None) -> int:
 # --- the fleet case --------------------------------------------------------------------------
 
 
-def run_fleet_case(n: int, mib: int, interval: float, scans: int, scrapes: int
-                   ) -> dict[str, object]:
+def run_fleet_case(n: int, mib: int, interval: float, scans: int, scrapes: int,
+                   flags: Sequence[str] = ()) -> dict[str, object]:
     """Return CPU per scan, RSS, threads, fds, scrape latency and series count of the daemon
-    watching ``n`` processes of ``mib`` MiB (:func:`start_fleet`)."""
+    watching ``n`` processes of ``mib`` MiB (:func:`start_fleet`), with extra ``flags``."""
     fleet = start_fleet(n, mib)
     workdir = Path(tempfile.mkdtemp(prefix="numa-bench-"))
     d: Daemon | None = None
     try:
         d = Daemon(("--process.min-resident=64MiB", "--process.include=^numa-bench-d$",
-                    f"--scan.interval={interval}s"), workdir)
+                    f"--scan.interval={interval}s", *flags), workdir)
         warm = 2  # the first scan reads every thread in full; the second is steady state
         d.wait_scans(warm, 60 + interval * warm * 4)
         cpu0 = d.cpu_seconds()
@@ -521,6 +521,10 @@ def run_fleet_case(n: int, mib: int, interval: float, scans: int, scrapes: int
         usage = d.usage()
         return {
             "processes": n,
+            "flags": list(flags),
+            "sampled": sum(1 for line in first.splitlines()
+                           if line.startswith("numa_process_placement_info{")
+                           and 'method="sampled"' in line),
             "scanned": statistics.median(int(str(r["processes"])) for r in recs),
             "left_for_next_scan": max(int(str(r.get("pending", 0))) for r in recs),
             "cpu_seconds_per_scan": (cpu1 - cpu0) / scans,

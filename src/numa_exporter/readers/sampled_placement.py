@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from numa_exporter.model.sample_memory import SampleMemory
 from numa_exporter.model.sampling import (
     DEFAULT_CENSUS_PAGES,
     DEFAULT_CONFIDENCE,
@@ -42,6 +43,7 @@ from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers import sampled_compiled, sampled_sparse
+from numa_exporter.readers.sampled_memory import read_with_memory
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import ReadFailed, SourceError
 from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
@@ -217,6 +219,8 @@ def read_sampled(
     frames: FrameCache | None = FRAMES,
     compiled: bool = True,
     narrow: bool = True,
+    memory: SampleMemory | None = None,
+    host_migrated: int | None = None,
 ) -> PlacementEstimate:
     """Return the sampled placement of one process.
 
@@ -229,8 +233,10 @@ def read_sampled(
     every time). ``compiled``: parse maps, draw and query with the extension where it is
     built (the same estimate for the same ``rng``; False: the pure-Python path). ``narrow``:
     draw a sparse stratum's pages from its present runs (``readers/sampled_sparse.py``,
-    PAGEMAP_SCAN where the kernel has it). Matches
-    ``scan/process.py``'s ``SampledReader`` protocol.
+    PAGEMAP_SCAN where the kernel has it). ``memory``: what earlier reads of this process
+    learned (``readers/sampled_memory.py``: carried counts, followed pages; updated here),
+    with ``host_migrated`` the host's migrated-pages counter now; None: a read on its own.
+    Matches ``scan/process.py``'s ``SampledReader`` protocol.
     """
     try:
         mp = move_pages or default_move_pages()
@@ -246,22 +252,28 @@ def read_sampled(
     strata = frame.strata
     if narrow:
         strata = sampled_sparse.narrowed(files.mm_dir, strata, totals)
+    path = "pagemap_scan" if any(strata[k] is not s for k, s in frame.strata.items()) \
+        else "move_pages"
     sampler = page_sampler(mp, files.mm_pid, compiled)
+    rng = rng if rng is not None else random.Random()
+
+    def estimate(queries: int | None) -> PlacementEstimate:
+        return estimate_placement(strata, totals, None, sampler=sampler,
+                                  target_error=target_error, confidence=confidence,
+                                  rng=rng, census_pages=census_pages, max_queries=queries,
+                                  deadline=deadline)
+
     try:
-        est = estimate_placement(
-            strata,
-            totals,
-            None,
-            sampler=sampler,
-            target_error=target_error,
-            confidence=confidence,
-            rng=rng,
-            census_pages=census_pages,
-            max_queries=max_queries,
-            deadline=deadline,
-        )
+        if memory is None:
+            est = estimate(max_queries)
+        else:
+            est = read_with_memory(memory, frame.strata, strata, totals,
+                                   mp.for_pid(files.mm_pid), estimate,
+                                   host_migrated=host_migrated, max_queries=max_queries,
+                                   rng=rng, between=deadline.check)
     except MovePagesUnsupported as exc:  # ENOSYS from the kernel
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     return dataclasses.replace(est, parse_errors=frame.parse_errors,
-                               largest_mapping=frame.largest_mapping, mappings=frame.mappings)
+                               largest_mapping=frame.largest_mapping, mappings=frame.mappings,
+                               path=path)
