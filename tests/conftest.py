@@ -27,6 +27,19 @@ ROOTS = TESTS / "fixtures" / "roots"
 REPO = TESTS.parent
 
 
+class FakeClock:
+    """A monotonic clock that only moves when told: ``step`` per call, plus what a test adds
+    to ``t``."""
+
+    def __init__(self, step: float = 0.0) -> None:
+        self.t = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite golden exposition files from the current output")

@@ -1,4 +1,6 @@
-"""Defects found while re-grouping the scan path (issue 13); each test failed before its fix.
+"""Failures stay isolated and counted: each process ends in exactly one state, one failing
+collector costs its own families only, and a file absent from a live process is an error,
+not an exit. Each test failed before its fix (found while re-grouping the scan path, issue 13):
 
 1. ``numa_exporter_processes{state="kept"}`` was named in HELP and counted, never emitted,
    and a budget-deferred process with old values counted as both kept and skipped.
@@ -21,7 +23,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import CollectorRegistry
 from structlog.testing import capture_logs
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, FakeClock
 from tests.e2e.exposition import values
 
 import numa_exporter.collectors.snapshot as snapshot_collector
@@ -35,18 +37,6 @@ from numa_exporter.sources.errors import Absent, Gone
 from numa_exporter.sources.procfs import ProcFS
 
 PROCESSES = "numa_exporter_processes"
-
-
-class FakeClock:
-    """A monotonic clock that moves ``step`` per call."""
-
-    def __init__(self, step: float) -> None:
-        self.t = 0.0
-        self.step = step
-
-    def __call__(self) -> float:
-        self.t += self.step
-        return self.t
 
 
 def _config(root: Path, **kw: object) -> Config:
