@@ -224,6 +224,7 @@ class Shape:
     threads: int = 1
     mappings: int = 0
     map_pages: int = 1
+    named: bool = False  # the mappings are memfds of distinct names
 
     @property
     def memory_bytes(self) -> int:
@@ -236,6 +237,11 @@ SHAPES = (
     Shape("4GiB", mib=4096),
     Shape("16GiB", mib=16384),
     Shape("4GiB-THP", kind="thp", mib=4096),
+    # a sampled process with many mappings: plain ones, and as many distinct memfd paths
+    Shape("2GiB-60k-mappings", mib=2048, mappings=60_000),
+    Shape("2GiB-60k-memfds", mib=2048, mappings=60_000, named=True),
+    # a sparse reservation: 2 GiB dense at the start of 64 TiB (JVM heaps, allocators, UVM)
+    Shape("2GiB-in-64TiB", kind="reserve", mib=2048),
 )
 HEADROOM = 4 * GiB  # memory left to the rest of the machine while a target lives
 DEFAULT_FLAGS = ("--process.min-resident=0", "--scan.interval=1s")
@@ -249,7 +255,7 @@ def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path
     old = ensure_map_count(shape.mappings + 10_000) if shape.mappings else None
     try:
         target = start_target(shape.kind, shape.mib, shape.threads, shape.mappings,
-                              map_pages=shape.map_pages, comm=comm)
+                              map_pages=shape.map_pages, comm=comm, named=shape.named)
     finally:
         restore_map_count(old)  # the target holds its mappings; the limit goes back
     flags = (f"--process.include=^{comm}$", *DEFAULT_FLAGS)
