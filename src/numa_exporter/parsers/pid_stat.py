@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from numa_exporter.parsers._kv import to_int
+from numa_exporter.parsers._kv import MAX_DIGITS, to_int
 from numa_exporter.parsers.cpulist import MAX_CPU_ID
 from numa_exporter.parsers.text import label_text
 
 _MIN_FIELDS = 20  # state .. starttime at least (fields 3..22)
+# the numeric fields, space-joined: each ASCII decimal with an optional '-' (as ``to_int``);
+# one match checks them all, and only the fields used are converted
+_NUMBERS = re.compile(rf"-?[0-9]{{1,{MAX_DIGITS}}}(?: -?[0-9]{{1,{MAX_DIGITS}}})*")
 
 
 PF_KTHREAD = 0x00200000  # include/linux/sched.h: "I am a kernel thread"
@@ -79,13 +83,11 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
     if len(rest) < _MIN_FIELDS:
         return None
     pid = to_int(head.decode("ascii"))
-    nums = [to_int(x) for x in rest[1:]]
-    if pid is None or pid <= 0 or any(v is None for v in nums):
+    if pid is None or pid <= 0 or _NUMBERS.fullmatch(" ".join(rest[1:])) is None:
         return None
-    f = [v for v in nums if v is not None]
 
     def field(n: int) -> int:
-        return f[n - 4]
+        return int(rest[n - 3])
 
     used = (field(4), field(9), field(14), field(15), field(20), field(22))
     processor = field(39) if len(rest) >= 37 else None

@@ -415,16 +415,10 @@ class ProcessReader:
     def accelerators(self, cand: Candidate, found: tuple[str, ...],
                      deadline: Deadline = NEVER) -> tuple[AcceleratorUse, ...]:
         """Return the accelerators the process uses (none with the collector off); raises
-        Expired past ``deadline``."""
+        Gone, or Expired past ``deadline``; other failed reads are counted by the map."""
         if not self.config.enabled("accelerator"):
             return ()
-        try:
-            return self.accel.uses(cand.pid, found, deadline, cand.files.via)
-        except Gone:
-            raise
-        except SourceError as err:
-            self.errors.read(err)
-            return ()
+        return self.accel.uses(cand.files, found, deadline)
 
     def homing(self, cand: Candidate, system: SystemSample, threads: Threads,
                placed: Placement, uses: tuple[AcceleratorUse, ...],
