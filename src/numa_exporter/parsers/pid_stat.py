@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from numa_exporter.parsers._kv import MAX_DIGITS, to_int
@@ -53,11 +54,12 @@ class PidStat:
 _IMAGE_FIELDS = (26, 27, 28)
 
 
-def exec_marker(fields: list[int]) -> tuple[int, ...] | None:
-    """Return the image fields of a stat line (``fields[0]`` is field 4), or None where the
-    kernel hides them: all zero without an mm (a zombie leader), 1, 1, 0... where the reader
-    may not ptrace the process (``do_task_stat``'s ``permitted``)."""
-    got = tuple(fields[n - 4] for n in _IMAGE_FIELDS if n - 4 < len(fields))
+def exec_marker(field: Callable[[int], int], count: int) -> tuple[int, ...] | None:
+    """Return the image fields of a stat line (``field(n)`` is field n, ``count`` the last
+    field there is), or None where the kernel hides them: all zero without an mm (a zombie
+    leader), 1, 1, 0... where the reader may not ptrace the process (``do_task_stat``'s
+    ``permitted``)."""
+    got = tuple(field(n) for n in _IMAGE_FIELDS if n <= count)
     if len(got) < len(_IMAGE_FIELDS) or not any(got) or (got[0] == 1 and got[1] == 1
                                                          and not any(got[2:])):
         return None
@@ -104,5 +106,5 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
         starttime=field(22),
         processor=processor,
         flags=field(9),
-        image=exec_marker(f),
+        image=exec_marker(field, len(rest) + 2),
     )
