@@ -114,11 +114,12 @@ def test_tier_bytes_and_spans() -> None:
 
 
 def test_the_cpu_home_holds_no_cpu_less_node() -> None:
-    """A config pin naming only the HBM node gives way to the threads' node."""
+    """A config pin naming only the HBM node gives way to the next source: the binding
+    (the process's threads are all bound to CPUs 0-3, on node 0)."""
     pin = '[[home]]\nmatch = "^vllm$"\nnodes = "1"\n'
     snap, text = _exposition(pin + CONFIG)
     p = {p.pid: p for p in snap.processes}[700]
-    assert p.home.nodes == frozenset({0}) and p.home.source == "threads"
+    assert p.home.nodes == frozenset({0}) and p.home.source == "binding"
     assert _one(text, "numa_process_memory_locality_bytes", pid="700",
                 locality="far") == 2147483648
 

@@ -40,6 +40,7 @@ EXPECTED_ALERTS = {
     "NumaExporterDown", "NumaExporterScanStale", "NumaExporterScanSlow",
     "NumaExporterParseErrors", "NumaExporterPermissionDenied", "NumaProcessMemoryOffPolicyNodes",
     "NumaProcessScanStale", "NumaExporterWebRefusing", "NumaProcessRemoteAccessesWhilePlacedLocal",
+    "NumaProcessThreadsOutsideBinding",
 }
 def alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for r in rules(RULES) if "alert" in r}

@@ -9,6 +9,7 @@ from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.system_tiers import SystemTiers
+from numa_exporter.model.thread_binding import ThreadAudit
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
 
@@ -74,6 +75,8 @@ class ProcessSample:
     kubernetes_cgroup: str | None = None
     kubelet: Assignment | None = None
     tiers: ProcessTiers | None = None  # by accessor and tier, spans, faults (issue 17)
+    # the binding as intended and the threads outside it (None: binding collector off)
+    thread_audit: ThreadAudit | None = None
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""

@@ -32,6 +32,7 @@ from numa_exporter.model.kubernetes import (
 )
 from numa_exporter.model.process_state import ProcessState, ProcessTable
 from numa_exporter.model.snapshot import AcceleratorUse, ProcessSample, SystemSample
+from numa_exporter.model.thread_binding import ThreadAudit, ThreadCpus, audit, thread_node
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
@@ -50,9 +51,14 @@ from numa_exporter.readers.process_files import (
     read_numa_maps,
     read_stat,
 )
-from numa_exporter.readers.threads import SchedGate, Unfinished, read_threads
+from numa_exporter.readers.threads import (
+    SchedGate,
+    Unfinished,
+    read_affinities,
+    read_threads,
+)
 from numa_exporter.scan.select import Candidate, texts
-from numa_exporter.sources.cpu_clock import ProcessCpuClock
+from numa_exporter.sources.cpu_clock import ProcessCpuClock, same_pid_namespace
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.process_fds import Stopped
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
@@ -184,14 +190,21 @@ class ProcessReader:
         # the scan's Kubernetes look-ups (set by the scanner for one scan; None: off)
         self.kube: KubernetesScan | None = None
         self.gate = SchedGate()  # closed for good on kernels whose sched read resets counters
+        # thread masks by sched_getaffinity where the root is our own PID namespace
+        self.affinity_syscall = same_pid_namespace(proc.root)
         self._host: tuple[object, object, HostTiers] | None = None
 
     # --- stage 1: threads ----------------------------------------------------------------
     def threads(self, files: ProcessFiles, st: ProcessState,
                 stop: Callable[[], bool] | None = None
-                ) -> tuple[list[ThreadReading] | None, list[tuple[int, float]], dict[int, int]]:
-        """Return the thread readings (None if unlisted), home weights and threads per node.
+                ) -> tuple[list[ThreadReading] | None, list[tuple[int, float]], dict[int, int],
+                           dict[int, ThreadCpus]]:
+        """Return the thread readings (None if unlisted), home weights, threads per node
+        and each thread's allowed and last CPU.
 
+        Each thread's mask is read every time, whatever the process's CPU clock says (it
+        changes while the thread sleeps), and a thread is counted on the node its mask
+        now confines it to (:func:`~numa_exporter.model.thread_binding.thread_node`).
         A thread's weight is its CPU time since the previous scan; a thread that started
         since then is weighted by all of its CPU time (it all happened since). Raises
         Abandoned when ``stop`` says so; the threads read by then are kept and the next
@@ -220,12 +233,15 @@ class ProcessReader:
         st.threads_clock = clock if threads is not None and not resumed else None
         st.threads_partial = {}
         node_of_cpu = self.topology().node_of_cpu()
+        masks = self.affinities(files, threads)
+        places = {t.tid: ThreadCpus(t.tid, masks.get(t.tid), t.processor)
+                  for t in threads or ()}
         by_node: dict[int, int] = {}
         weights: list[tuple[int, float]] = []
         for t in threads or ():
-            if t.processor is None or t.processor not in node_of_cpu:
+            node = thread_node(places[t.tid], node_of_cpu)
+            if node is None:
                 continue
-            node = node_of_cpu[t.processor]
             by_node[node] = by_node.get(node, 0) + 1
             prev = st.threads.get(t.tid)
             delta = t.ticks - prev.ticks if prev is not None and t.ticks >= prev.ticks else t.ticks
@@ -242,7 +258,37 @@ class ProcessReader:
             if now or st.migrated is not None:
                 st.migrated = advance(st.migrated or ThreadSum(), now,
                                       frozenset(t.tid for t in threads))
-        return threads, weights, by_node
+        return threads, weights, by_node, places
+
+    def affinities(self, files: ProcessFiles, threads: list[ThreadReading] | None
+                   ) -> dict[int, frozenset[int] | None]:
+        """Return the allowed CPUs of the threads read, by tid ({} without threads or
+        with the binding collector off; a read error is counted)."""
+        if not threads or not self.config.enabled("binding"):
+            return {}
+        try:
+            return read_affinities(files, (t.tid for t in threads), self.affinity_syscall,
+                                   self.errors.parse)
+        except Gone:
+            raise
+        except SourceError as err:
+            self.errors.read(err)
+            return {}
+
+    def audit(self, pid: int, places: Mapping[int, ThreadCpus], topo: Topology,
+              config_nodes: frozenset[int] | None, kubelet: Assignment | None
+              ) -> ThreadAudit | None:
+        """Return the binding and the threads outside it (None with the binding collector
+        off)."""
+        if not self.config.enabled("binding"):
+            return None
+        kube_cpus = None
+        if kubelet is not None:
+            kube_cpus = kubelet.cpus or (
+                frozenset(c for c, n in topo.node_of_cpu().items()
+                          if n in kubelet.memory_nodes) if kubelet.memory_nodes else None)
+        return audit(places, pid, topo.node_of_cpu(), config_nodes=config_nodes,
+                     kubelet_cpus=kube_cpus)
 
     def process_clock(self, pid: int) -> int | None:
         """Return process ``pid``'s CPU clock in ns (None: unknown; an error is counted)."""
@@ -450,14 +496,20 @@ class ProcessReader:
 
     def tiers(self, system: SystemSample, node_bytes: Mapping[int, int], home: Home,
               uses: tuple[AcceleratorUse, ...], status: PidStatus,
-              threads: list[ThreadReading] | None) -> ProcessTiers | None:
+              threads: list[ThreadReading] | None,
+              places: Mapping[int, ThreadCpus] | None = None) -> ProcessTiers | None:
         """Return the process's tiers view (None with the tiers collector off)."""
         host = self.host(system)
         if host is None or not self.config.enabled("tiers"):
             return None
+        node_of_cpu = system.topology.node_of_cpu()
+        places = places or {}
         return process_tiers(node_bytes, home.nodes, host, (u.pci_address for u in uses),
                              status.cpus_allowed, status.mems_allowed,
-                             (t.faults for t in threads or ()))
+                             (t.faults for t in threads or ()),
+                             [(t.faults, thread_node(places.get(t.tid) or ThreadCpus(
+                                 t.tid, None, t.processor), node_of_cpu))
+                              for t in threads or () if t.faults is not None])
 
     # --- stage 5: drift needs the boot time ----------------------------------------------
     def boot_time(self) -> int | None:
@@ -486,7 +538,7 @@ class ProcessReader:
         stat = cand.stat
         st = self.table.get(cand.key)
         method = plan_.method if plan_ is not None else "full"
-        threads, weights, by_node = self.threads(files, st, self.over(deadline, stop))
+        threads, weights, by_node, places = self.threads(files, st, self.over(deadline, stop))
         hold = [0.0]
         c0 = self.cpu()
         try:
@@ -526,16 +578,21 @@ class ProcessReader:
             groups.append(cg)
         pod, kubelet = self.kubernetes(cg)
         host = self.host(system)
-        home: Home = home_for(weights, affinity, pinned_home(cfg, found), accel_nodes,
+        pinned = pinned_home(cfg, found)
+        escapes = self.audit(cand.pid, places, topo, pinned, kubelet)
+        home: Home = home_for(weights, affinity, pinned, accel_nodes,
                               kubelet_home(kubelet),
-                              host.cpu_nodes if host is not None else topo.cpu_nodes())
+                              host.cpu_nodes if host is not None else topo.cpu_nodes(),
+                              binding_nodes=escapes.nodes if escapes is not None else None)
         node_bytes = fold_nodes(pl.bytes)
         loc = locality(node_bytes, home)
         binding = self.binding(cand, system, pl, affinity, frozenset(by_node), accel_nodes)
         mismatches = dict(binding.mismatches) if binding else {}
+        if binding is not None and escapes is not None:
+            mismatches["threads_outside_binding"] = escapes.outside > 0
         if binding is not None and kubelet is not None:
             mismatches.update(kubelet_mismatches(kubelet, node_bytes, frozenset(by_node)))
-        tiers = self.tiers(system, node_bytes, home, uses, cand.status, threads)
+        tiers = self.tiers(system, node_bytes, home, uses, cand.status, threads, places)
         btime = self.boot_time()
         start_time = (btime or 0) + stat.starttime / CLK_TCK
         drift = None
@@ -583,4 +640,5 @@ class ProcessReader:
             kubernetes_cgroup=cgroup_key(cg) if pod is not None and cg is not None else None,
             kubelet=kubelet,
             tiers=tiers,
+            thread_audit=escapes,
         )
