@@ -204,23 +204,24 @@ def test_one_slow_process_cannot_starve_the_rest(big_root: Path) -> None:
     # Each read gets a share of the time left; the slow one, given up at its share, goes
     # after the others and is then read to the end: everyone is read every scan but the
     # slow one, which is read every other scan.
+    from numa_exporter.parsers.numa_maps import parse_numa_maps
     from numa_exporter.readers.process_files import read_numa_maps
 
     reads: dict[int, int] = {}
 
     clock = FakeClock(step=0.0001)
 
-    def counting(files, bound):  # type: ignore[no-untyped-def]
+    def counting(files, deadline, hold=None):  # type: ignore[no-untyped-def]
         reads[files.pid] = reads.get(files.pid, 0) + 1
         if files.pid != 300:
-            return read_numa_maps(files, bound)
+            return read_numa_maps(files, deadline, hold)
 
         def slow(chunks):  # type: ignore[no-untyped-def]
             for chunk in chunks:
                 clock.t += 0.005  # each of its ~30 chunks takes 5 ms: ~150 ms in all
                 yield chunk
 
-        return read_numa_maps(files, lambda chunks: bound(slow(chunks)))
+        return parse_numa_maps(deadline.each(slow(files.numa_maps())))
 
     walls = iter(float(t) for t in range(1000, 2000, 10))
     now = [0.0]

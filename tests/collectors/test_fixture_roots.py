@@ -17,9 +17,10 @@ from numa_exporter.config import Config
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import parse_cpulist
 from numa_exporter.parsers.numa_maps import NumaMaps
-from numa_exporter.readers.process_files import Bound, read_numa_maps
+from numa_exporter.readers.process_files import HoldMeter, read_numa_maps
 from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Denied, Gone
 from numa_exporter.sources.procfs import ProcessFiles
 
@@ -195,12 +196,13 @@ class CountingReader:
         self.calls: list[int] = []
         self.fail = fail or {}
 
-    def __call__(self, files: ProcessFiles, bound: Bound) -> NumaMaps:
+    def __call__(self, files: ProcessFiles, deadline: Deadline = NEVER,
+                 hold: HoldMeter | None = None) -> NumaMaps:
         self.calls.append(files.pid)
         exc = self.fail.get(files.pid)
         if exc is not None:
             raise exc("numa_maps", str(files.path / "numa_maps"))
-        return read_numa_maps(files, bound)
+        return read_numa_maps(files, deadline, hold)
 
 
 def test_denied_process_is_counted_and_not_retried() -> None:

@@ -16,7 +16,7 @@ from numa_exporter.config import Config
 from numa_exporter.roots import Roots
 from numa_exporter.scan import select as select_mod
 from numa_exporter.scan.scanner import Scanner
-from numa_exporter.scan.select import MEMO_MAX_AGE, ScreenMemo, new_states
+from numa_exporter.scan.select import MEMO_MAX_AGE, Outcomes, ScreenMemo
 from numa_exporter.sources.errors import ReadFailed
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
@@ -185,7 +185,7 @@ def test_no_verdict_outlives_its_maximum_age(
 
     def once() -> list[int]:
         screened.clear()
-        select_mod.select(ProcFS(proc), scanner.config, scanner.errors, (), new_states(),
+        select_mod.select(ProcFS(proc), scanner.config, scanner.errors, (), Outcomes(),
                           memo=memo, clock=clocks.get, mono=lambda: now[0])
         return list(screened)
 

@@ -16,6 +16,7 @@ from numa_exporter.parsers.pid_maps import parse_maps_range
 from numa_exporter.parsers.pid_pagemap import parse_pid_pagemap
 from numa_exporter.parsers.pid_pagemap_scan import parse_pagemap_scan
 from numa_exporter.readers.page_sizes import probe_page_sizes
+from numa_exporter.sources.deadline import Deadline, Expired
 from numa_exporter.sources.errors import Gone
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
@@ -271,11 +272,7 @@ def test_a_gone_process_raises_gone(tmp_path: Path) -> None:
         probe_page_sizes(proc.process(999), proc, GiB, 0.0, page_size=PAGE)
 
 
-class _Stop(Exception):
-    pass
-
-
-def test_the_maps_walk_honours_check_and_its_line_bound(
+def test_the_maps_walk_honours_its_deadline_and_its_line_bound(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import numa_exporter.readers.page_sizes as ps
 
@@ -286,13 +283,13 @@ def test_the_maps_walk_honours_check_and_its_line_bound(
     monkeypatch.setattr(ps, "CHECK_EVERY", 100)
     calls: list[int] = []
 
-    def check() -> None:
+    def clock() -> float:  # the deadline passes at the second look
         calls.append(1)
-        if len(calls) == 2:
-            raise _Stop
+        return float(len(calls))
 
-    with pytest.raises(_Stop):  # given up at the second check: 200 lines read, not 300
-        probe_page_sizes(proc.process(pid), proc, GiB, 0.0, page_size=PAGE, check=check)
+    with pytest.raises(Expired):  # given up at the second look: 200 lines read, not 300
+        probe_page_sizes(proc.process(pid), proc, GiB, 0.0, page_size=PAGE,
+                         deadline=Deadline(2.0, clock=clock))
     # past MAX_LINES the probe stops reading and what it did not see counts as one
     # mapping of all resident bytes (the estimate without a probe)
     monkeypatch.setattr(ps, "MAX_LINES", 50)

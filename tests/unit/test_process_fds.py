@@ -173,18 +173,20 @@ def test_fixture_links_are_not_followed_to_this_machines_dev(tmp_path: Path) -> 
 
 
 def test_a_long_fd_scan_can_be_stopped(proc: Path) -> None:
-    from numa_exporter.sources.process_fds import CHECK_EVERY, Stopped
+    from numa_exporter.sources.deadline import Deadline, Expired
+    from numa_exporter.sources.process_fds import CHECK_EVERY
 
     fd = proc / "4242" / "fd"
     for i in range(1000, 1000 + 2 * CHECK_EVERY):
         (fd / str(i)).symlink_to("/tmp/not-a-device")
     looks: list[int] = []
 
-    def stop() -> bool:
+    def clock() -> float:  # the deadline passes at the second look
         looks.append(1)
-        return len(looks) == 2
+        return float(len(looks))
 
-    with pytest.raises(Stopped):
-        open_device_files(proc, 4242, stat_rdev=False, stop=stop)
+    with pytest.raises(Expired):
+        open_device_files(proc, 4242, stat_rdev=False, deadline=Deadline(2.0, clock=clock))
     assert len(looks) == 2
-    assert open_device_files(proc, 4242, stat_rdev=False, stop=lambda: False)
+    assert open_device_files(proc, 4242, stat_rdev=False,
+                             deadline=Deadline(1e9, clock=clock))

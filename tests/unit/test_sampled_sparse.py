@@ -23,7 +23,7 @@ from numa_exporter.readers.sampled_sparse import (
     narrow_strata,
     narrowed,
 )
-from numa_exporter.sources.pagemap_scan import PagemapScan, Unsupported
+from numa_exporter.sources.pagemap_scan import PagemapScan, PagemapScanUnsupported
 from numa_exporter.sources.procfs import ProcFS
 
 PAGE = 4096
@@ -109,7 +109,7 @@ def test_only_sparse_strata_are_narrowed_in_their_order() -> None:
 def test_without_pagemap_scan_the_strata_stay(monkeypatch: pytest.MonkeyPatch) -> None:
     class NoScan:
         def __init__(self, mm_dir: str) -> None:
-            raise Unsupported("old kernel")
+            raise PagemapScanUnsupported("old kernel")
 
     monkeypatch.setattr(sampled_sparse, "PagemapScan", NoScan)
     monkeypatch.setattr(sampled_sparse._Availability, "usable", None)
@@ -136,7 +136,7 @@ def sparse_child() -> Iterator[subprocess.Popen[str]]:
     try:
         with PagemapScan("/proc/self") as scan:
             scan.present(0x10000, 0x20000, 1)
-    except Unsupported as exc:
+    except PagemapScanUnsupported as exc:
         pytest.skip(f"no PAGEMAP_SCAN here: {exc}")
     p = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)

@@ -25,6 +25,7 @@ from numa_exporter.model.sampling import (
 )
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import MapsEntry
+from numa_exporter.sources.deadline import Deadline, Expired
 
 PAGE = 4096
 MiB = 1 << 20
@@ -334,20 +335,15 @@ def test_a_sparse_mapping_costs_what_the_caller_allows() -> None:
     assert est.budget_exhausted
 
 
-class Stop(Exception):
-    pass
-
-
 def test_the_caller_can_give_up_between_batches() -> None:
     p = FakeProcess()
     p.add(4 * GiB, Kind.ANON, 1.0, {0: 1.0})
     batches = 0
 
-    def between() -> None:
+    def clock() -> float:  # the deadline passes at the fourth look
         nonlocal batches
         batches += 1
-        if batches > 3:
-            raise Stop
+        return float(batches)
 
     queried: list[int] = []
 
@@ -355,7 +351,7 @@ def test_the_caller_can_give_up_between_batches() -> None:
         queried.append(len(addrs))
         return p.query(addrs)
 
-    with pytest.raises(Stop):
+    with pytest.raises(Expired):
         estimate_placement(build_strata(p.entries, PAGE), {Kind.ANON: 4 * GiB}, counting,
-                           rng=random.Random(1), between=between)
+                           rng=random.Random(1), deadline=Deadline(4.0, clock=clock))
     assert len(queried) == 3  # asked before every batch; the fourth was never sent

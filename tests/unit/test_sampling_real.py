@@ -29,7 +29,7 @@ from numa_exporter.sources.errors import Denied, Gone, ReadFailed
 from numa_exporter.sources.move_pages import (
     SYSCALL_NUMBERS,
     MovePages,
-    Unsupported,
+    MovePagesUnsupported,
     classify_errno,
 )
 from numa_exporter.sources.procfs import ProcFS
@@ -145,7 +145,7 @@ def test_gone_after_exit(available: None) -> None:
 def test_query_own_pages() -> None:
     try:
         mp = MovePages()
-    except Unsupported as exc:
+    except MovePagesUnsupported as exc:
         pytest.skip(str(exc))
     buf = ctypes.create_string_buffer(64 * 1024)
     addr = ctypes.addressof(buf)
@@ -160,7 +160,7 @@ def test_query_own_pages() -> None:
 
 
 def test_unknown_architecture_never_guesses() -> None:
-    with pytest.raises(Unsupported, match="no system call number"):
+    with pytest.raises(MovePagesUnsupported, match="no system call number"):
         MovePages(machine="vax", allow_libnuma=False)
     assert "vax" not in SYSCALL_NUMBERS
 
@@ -266,7 +266,7 @@ def test_libnuma_fallback_agrees_with_the_syscall() -> None:
     try:
         direct = MovePages(allow_libnuma=False)
         via = MovePages(machine="not-in-the-table")
-    except Unsupported as exc:
+    except MovePagesUnsupported as exc:
         pytest.skip(str(exc))
     assert (direct.via, via.via) == ("syscall", "libnuma") and via.number is None
     buf = ctypes.create_string_buffer(3 * 4096)
@@ -279,7 +279,7 @@ def test_libnuma_fallback_agrees_with_the_syscall() -> None:
 
 @pytest.mark.parametrize(("err", "kind"), [
     (errno.ESRCH, Gone), (errno.EINVAL, Gone), (errno.EPERM, Denied), (errno.EACCES, Denied),
-    (errno.ENOSYS, Unsupported), (errno.EIO, ReadFailed), (errno.ENOMEM, ReadFailed),
+    (errno.ENOSYS, MovePagesUnsupported), (errno.EIO, ReadFailed), (errno.ENOMEM, ReadFailed),
 ])
 def test_errno_classification(err: int, kind: type[Exception]) -> None:
     exc = classify_errno(err, "move_pages(1)")
@@ -322,7 +322,7 @@ def test_calls_are_spaced_by_the_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(mod, "time", clock)
     try:
         mp = MovePages(batch=16, pause_s=0.001)
-    except Unsupported as exc:
+    except MovePagesUnsupported as exc:
         pytest.skip(str(exc))
     calls: list[float] = []
 

@@ -373,7 +373,8 @@ def test_a_stopped_pass_resumes_where_it_stopped(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # 300 threads, a deadline after the first look at the clock: the pass stops with the
     # threads read so far, and the next one reads only the rest (no thread read twice)
-    from numa_exporter.readers.threads import CHECK_EVERY, Unfinished
+    from numa_exporter.readers.threads import CHECK_EVERY
+    from numa_exporter.sources.deadline import Deadline, Expired
 
     tasks = [Task(PID + i) for i in range(300)]
     write(tmp_path, tasks)
@@ -388,16 +389,17 @@ def test_a_stopped_pass_resumes_where_it_stopped(tmp_path: Path,
     monkeypatch.setattr(threads_mod.TaskDir, "read", counting)
     looks = 0
 
-    def stop() -> bool:
+    def clock() -> float:  # past the deadline at the first look only
         nonlocal looks
         looks += 1
-        return looks == 1
+        return 1.0 if looks == 1 else 0.0
 
-    with pytest.raises(Unfinished) as info:
-        read_threads(files, {}, Errors(), stop=stop)
-    part = info.value.readings
-    assert len(part) == CHECK_EVERY - 1
-    got = read_threads(files, {}, Errors(), stop=stop, done=part)
+    deadline = Deadline(1.0, clock=clock)
+    with pytest.raises(Expired) as info:
+        read_threads(files, {}, Errors(), deadline=deadline)
+    part = info.value.partial
+    assert isinstance(part, dict) and len(part) == CHECK_EVERY - 1
+    got = read_threads(files, {}, Errors(), deadline=deadline, done=part)
     assert got == [full(t) for t in tasks]
     stats = [r for r in reads if r.endswith("/stat")]
     assert len(stats) == len(set(stats)) == 300

@@ -11,14 +11,13 @@ from prometheus_client.samples import Sample
 from numa_exporter import __version__
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.read_times import ReadTimes
-from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.model.snapshot import Outcome, Snapshot
 
 from .base import CollectorDef
 from .families import family
 
-# every process the scan considered is in exactly one state (their sum is the processes listed
-# with user memory; kernel threads are not counted)
-STATES = ("scanned", "kept", "skipped", "denied", "gone")
+# every process the scan considered is in exactly one state (model.snapshot.Outcome)
+STATES = tuple(Outcome)
 
 BUILD = MetricSpec(
     "numa_exporter_build_info", "info",
@@ -102,7 +101,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
         yield f
     f = family(PROCESSES)
     for state in STATES:
-        f.add_metric([state], st.states.get(state, 0))
+        f.add_metric([state.value], st.states.get(state, 0))
     yield f
     f = family(BUDGET_SKIPPED)
     f.add_metric([], st.budget_skipped_total)

@@ -93,7 +93,9 @@ class ReadCosts:
     last ``maps`` read (an upper bound of that mapping's resident bytes). ``holds``: the
     last :data:`HOLDS_KEPT` measured holds, oldest first (``hold`` is their lower median:
     see :func:`record_hold`). ``pages``: the last page-size probe of the largest mappings
-    (None: never probed).
+    (None: never probed). ``seconds_per_byte``: wall seconds per resident byte of the
+    last full read; ``last_full``, ``next_due``: monotonic times of the last full read and
+    of the next planned read.
     """
 
     full_cpu: float | None = None
@@ -107,6 +109,31 @@ class ReadCosts:
     mappings: int = 0  # mappings of the last read (numa_maps lines or maps lines)
     holds: tuple[float, ...] = ()
     pages: PageShape | None = None
+    seconds_per_byte: float | None = None
+    last_full: float = 0.0
+    next_due: float = 0.0
+
+    def record_full(self, *, cpu: float, elapsed: float, resident: int, hold: float,
+                    mappings: int, now: float) -> ReadCosts:
+        """Return the costs after a full read that took ``cpu`` seconds of CPU and
+        ``elapsed`` seconds of wall time, its longest chunk ``hold``, at ``now``."""
+        return replace(record_hold(self, hold), full_cpu=cpu, full_resident=resident,
+                       mappings=mappings, seconds_per_byte=elapsed / max(resident, 1),
+                       last_full=now)
+
+    def record_sampled(self, *, cpu: float, resident: int, queries: int,
+                       largest_mapping: int, mappings: int) -> ReadCosts:
+        """Return the costs after a sampled read of ``queries`` pages that took ``cpu``."""
+        return replace(self, sampled_cpu=cpu, sampled_resident=resident,
+                       sampled_queries=queries, largest_mapping=largest_mapping,
+                       maps_resident=resident, mappings=mappings)
+
+    def plan(self, policy: CadencePolicy, *, now: float, resident_bytes: int,
+             sampling: bool) -> Plan:
+        """Return this scan's plan for the process these costs were measured of."""
+        return plan(policy, now=now, resident_bytes=resident_bytes,
+                    seconds_per_byte=self.seconds_per_byte, next_due=self.next_due,
+                    last_full=self.last_full, sampling=sampling, costs=self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,11 @@ class ProcessKey:
 
 @dataclass(slots=True)
 class ProcessState:
-    """Everything the exporter remembers about one process between scans."""
+    """Everything the exporter remembers about one process between scans.
+
+    One owner writes it: the process reader (``scan/process.py``), whose stages each update
+    their own part; the scanner only reads it (to plan, and to serve last values).
+    """
 
     key: ProcessKey
     drift: DriftTrack
@@ -40,11 +44,9 @@ class ProcessState:
     denied: bool = False
     last: ProcessSample | None = None  # the last sample served for the process
     reads: int = 0  # completed reads
-    full_seconds_per_byte: float | None = None  # measured cost of a full numa_maps read
-    next_due: float = 0.0  # monotonic time before which the cadence planner does not read it
-    last_full: float = 0.0  # monotonic time of the last full read
     abandoned: int = 0  # consecutive reads abandoned at the scan deadline
-    costs: ReadCosts = field(default_factory=ReadCosts)  # measured CPU of its reads
+    # measured costs of its reads and the cadence's times (last full read, next due)
+    costs: ReadCosts = field(default_factory=ReadCosts)
     # memory policies as the last full read saw them (sampling does not see policies)
     policy_bytes: dict[str, int] = field(default_factory=dict)
     policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)

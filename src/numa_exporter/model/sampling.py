@@ -53,6 +53,7 @@ from numa_exporter.parsers.pid_maps import (
     mapping_kind,
 )
 from numa_exporter.parsers.pid_status import PidStatus
+from numa_exporter.sources.deadline import NEVER, Deadline
 
 #: A page query: addresses in, one status per address out (node id, or negative errno).
 PageQuery = Callable[[Sequence[int]], Sequence[int]]
@@ -328,10 +329,6 @@ class QuerySampler:
         into.add(_query(self.query, addresses[lo:hi]))
 
 
-def _nothing() -> None:
-    """Do nothing (no check between batches)."""
-
-
 def largest_mapping(strata: dict[Kind, Stratum]) -> int:
     """Return the bytes of the largest range of any stratum (0 when there is none).
 
@@ -359,7 +356,7 @@ def estimate_placement(
     rng: random.Random | None = None,
     census_pages: int = DEFAULT_CENSUS_PAGES,
     max_queries: int | None = None,
-    between: Callable[[], None] | None = None,
+    deadline: Deadline = NEVER,
     sampler: PageSampler | None = None,
 ) -> PlacementEstimate:
     """Return the placement estimate of one process.
@@ -370,8 +367,8 @@ def estimate_placement(
     tallies instead (the compiled loops; same results for the same ``rng``).
     ``max_queries`` bounds the pages queried in sampled strata (default, and at most,
     ``DEFAULT_BUDGET_FACTOR`` times the sample size); census strata are not counted
-    against it. ``between`` is called before each batch of queries (it
-    raises to give the estimate up, e.g. at a scan's deadline).
+    against it. ``deadline`` is checked before each batch of queries (``Expired``
+    gives the estimate up at a scan's deadline).
     """
     rng = rng if rng is not None else random.Random()
     if sampler is None:
@@ -382,7 +379,7 @@ def estimate_placement(
     budget = DEFAULT_BUDGET_FACTOR * m
     if max_queries is not None:
         budget = min(budget, max(max_queries, 0))
-    check = between or _nothing
+    check = deadline.check
     tallies: dict[Kind, Tally] = {}
     census: set[Kind] = set()
     for kind, s in strata.items():

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from numa_exporter.model.accessors import ProcessTiers
 from numa_exporter.model.home import Home, Locality
@@ -12,6 +14,22 @@ from numa_exporter.model.system_tiers import SystemTiers
 from numa_exporter.model.thread_binding import ThreadAudit
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
+
+
+class Outcome(StrEnum):
+    """The state a process considered by a scan ends in, one each (their sum is the
+    processes listed with user memory; kernel threads are not counted)."""
+
+    SCANNED = "scanned"  # read this scan
+    KEPT = "kept"  # not read this scan; its last values served again
+    SKIPPED = "skipped"  # not read and nothing to serve (screened out, over the budget, ...)
+    DENIED = "denied"  # its files are not readable to the exporter
+    GONE = "gone"  # exited while it was read
+
+
+def new_outcomes() -> Counter[Outcome]:
+    """Return a zero count per outcome."""
+    return Counter(dict.fromkeys(Outcome, 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +156,7 @@ class ExporterStats:
     scans: int = 0
     duration_seconds: float = 0.0  # last scan
     timestamp: float = 0.0  # last scan end, 0 before the first
-    states: dict[str, int] = field(default_factory=dict)  # last scan
+    states: Counter[Outcome] = field(default_factory=new_outcomes)  # last scan
     budget_skipped_total: int = 0
     parse_errors: dict[str, int] = field(default_factory=dict)
     read_errors: dict[tuple[str, str], int] = field(default_factory=dict)

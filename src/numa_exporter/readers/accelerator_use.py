@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import structlog
 
 from numa_exporter.config import Config
@@ -14,6 +12,7 @@ from numa_exporter.readers.accelerators import (
     FixtureAcceleratorSource,
     UdevAcceleratorSource,
 )
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Absent, Gone, SourceError
 from numa_exporter.sources.process_fds import DeviceFd
 from numa_exporter.sources.procfs import ProcFS
@@ -50,13 +49,13 @@ class AcceleratorMap:
         return tuple(AcceleratorDevice(a.device, a.pci_address, a.vendor, a.driver, a.node)
                      for a in self.devices)
 
-    def uses(self, pid: int, texts: tuple[str, ...], stop: Callable[[], bool] | None = None,
+    def uses(self, pid: int, texts: tuple[str, ...], deadline: Deadline = NEVER,
              via: int | None = None) -> tuple[AcceleratorUse, ...]:
         """Return the accelerators a process has open, plus those pinned to it by config.
 
         ``via`` is the live thread to read the open files through (a zombie leader).
         Raises Gone when the process vanished; Denied when its fd folder is unreadable;
-        ``sources.process_fds.Stopped`` when ``stop`` ended the fd scan.
+        ``Expired`` past ``deadline``.
         """
         found: dict[str, Accelerator] = {}
         for pin in self.config.accelerator_pins:
@@ -71,7 +70,7 @@ class AcceleratorMap:
                 files = ProcFS(self.config.roots.procfs).process(pid)
                 if via is not None:
                     files = files.through(via)
-                fds = files.fds(stat_rdev=self._stat_rdev, stop=stop)
+                fds = files.fds(stat_rdev=self._stat_rdev, deadline=deadline)
             except Absent:
                 fds = ()  # the process is there without an fd folder (a partial tree)
             except Gone:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from numa_exporter.model.page_sizes import MappingPages, PageShape
 from numa_exporter.parsers.kpageflags import parse_kpageflags
@@ -27,6 +27,7 @@ from numa_exporter.parsers.pid_maps import parse_maps_range
 from numa_exporter.parsers.pid_pagemap import parse_pid_pagemap
 from numa_exporter.parsers.pid_pagemap_scan import parse_pagemap_scan
 from numa_exporter.readers.sampled_placement import maps_lines
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Denied, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
@@ -39,10 +40,10 @@ MIN_PROBES = 8
 #: maps lines read at most (the kernel's default vm.max_map_count is 65,530): past it the
 #: probe stops, and what it did not see counts as one mapping of all resident bytes.
 MAX_LINES = 1 << 16
-CHECK_EVERY = 4096  # maps lines between calls of ``check`` (the scan's deadline)
+CHECK_EVERY = 4096  # maps lines between looks at the scan's deadline
 
 
-def _largest(files: ProcessFiles, check: Callable[[], None]
+def _largest(files: ProcessFiles, deadline: Deadline
              ) -> tuple[list[tuple[int, int]], int, int, bool]:
     """Return the :data:`TOP_MAPPINGS` largest mappings as (start, end), the size of the
     next largest, the malformed lines met and whether the text was cut at MAX_LINES."""
@@ -52,7 +53,7 @@ def _largest(files: ProcessFiles, check: Callable[[], None]
         if n >= MAX_LINES:
             return [(s, e) for _, s, e in top], rest, errors, True
         if n % CHECK_EVERY == CHECK_EVERY - 1:
-            check()
+            deadline.check(f"{files.path}/maps")
         r = parse_maps_range(line)
         if r is None:
             errors += 1
@@ -142,18 +143,18 @@ def _huge_pages(files: ProcessFiles, proc: ProcFS, pages: list[int], page_size: 
 
 def probe_page_sizes(files: ProcessFiles, proc: ProcFS, resident: int, now: float, *,
                      page_size: int, rng: random.Random | None = None,
-                     check: Callable[[], None] | None = None
+                     deadline: Deadline = NEVER
                      ) -> tuple[PageShape, SourceError | None]:
     """Return the page-size probe of one process and why page frames could not be seen
     (None when they could).
 
     Raises Gone/Denied/ReadFailed of ``maps`` and ``pagemap`` (the process's own files);
     a ``kpageflags`` that cannot be read (absent, denied, failing) is returned as the
-    reason, with every page counted small. ``check`` is called every :data:`CHECK_EVERY`
-    maps lines and may raise to give the probe up.
+    reason, with every page counted small. ``deadline`` is checked every
+    :data:`CHECK_EVERY` maps lines (``Expired`` past it).
     """
     rng = rng or random.Random()
-    ranges, rest, errors, cut = _largest(files, check or (lambda: None))
+    ranges, rest, errors, cut = _largest(files, deadline)
     if cut:
         rest = max(rest, resident)
     pages = _pages(ranges, page_size, rng)

@@ -24,16 +24,30 @@ from numa_exporter.parsers.pid_status import (
 from numa_exporter.parsers.proc_cgroup import ProcCgroup, parse_proc_cgroup
 from numa_exporter.parsers.proc_stat import parse_btime
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
-# Wraps the chunks of a long read (numa_maps) to give it up at a deadline.
-Bound = Callable[[Iterable[bytes]], Iterator[bytes]]
 
+class HoldMeter:
+    """The longest CPU time one chunk of a read took to arrive: one ``read()`` of a
+    seq_file such as numa_maps, so one hold of the target's mmap lock."""
 
-def unbounded(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """Return ``chunks`` as they are (no deadline)."""
-    return iter(chunks)
+    def __init__(self, cpu: Callable[[], float]) -> None:
+        self.cpu = cpu
+        self.longest = 0.0
+
+    def timed(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
+        """Return ``chunks`` as they are, timing each one's arrival into ``longest``."""
+        cpu = self.cpu
+        it = iter(chunks)
+        while True:
+            t = cpu()
+            chunk = next(it, None)
+            self.longest = max(self.longest, cpu() - t)
+            if chunk is None:
+                return
+            yield chunk
 
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -173,13 +187,16 @@ def read_cgroup(files: ProcessFiles, errors: ErrorReporter) -> ProcCgroup | None
     return cg
 
 
-def read_numa_maps(files: ProcessFiles, bound: Bound = unbounded) -> NumaMaps:
-    """Return the totals of the process's numa_maps, streamed through ``bound``.
+def read_numa_maps(files: ProcessFiles, deadline: Deadline = NEVER,
+                   hold: HoldMeter | None = None) -> NumaMaps:
+    """Return the totals of the process's numa_maps, checking ``deadline`` before each
+    chunk and timing each chunk into ``hold`` when given.
 
     Malformed lines are counted in the result (the caller reports them); raises the
-    read's SourceError, or whatever ``bound`` raises to give the read up.
+    read's SourceError, or ``Expired`` past ``deadline``.
     """
-    return parse_numa_maps(bound(files.numa_maps()))
+    chunks = deadline.each(files.numa_maps())
+    return parse_numa_maps(hold.timed(chunks) if hold is not None else chunks)
 
 
 def read_boot_time(proc: ProcFS, errors: ErrorReporter) -> int | None:

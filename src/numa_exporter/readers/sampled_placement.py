@@ -21,7 +21,7 @@ import errno
 import itertools
 import os
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +42,9 @@ from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers import sampled_compiled, sampled_sparse
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import ReadFailed, SourceError
-from numa_exporter.sources.move_pages import MovePages, Unsupported
+from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
 _MOVE_PAGES: MovePages | None = None
@@ -143,7 +144,8 @@ def page_sampler(move_pages: MovePages, pid: int, compiled: bool = True) -> Page
 
 
 def default_move_pages() -> MovePages:
-    """Return this machine's move_pages (made once); raise Unsupported where there is none."""
+    """Return this machine's move_pages (made once); raise MovePagesUnsupported where there
+    is none."""
     global _MOVE_PAGES
     if _MOVE_PAGES is None:
         _MOVE_PAGES = MovePages()
@@ -174,13 +176,13 @@ def sampling_available(procfs_root: Path, move_pages: MovePages | None = None
     """
     try:
         mp = move_pages or default_move_pages()
-    except Unsupported as exc:
+    except MovePagesUnsupported as exc:
         return False, str(exc)
     probe = bytearray(1)
     buf = (ctypes.c_char * 1).from_buffer(probe)
     try:
         mp.query(os.getpid(), [ctypes.addressof(buf)])
-    except (Unsupported, SourceError) as exc:
+    except (MovePagesUnsupported, SourceError) as exc:
         return False, f"move_pages probe failed: {exc}"
     finally:
         del buf
@@ -211,7 +213,7 @@ def read_sampled(
     census_pages: int = DEFAULT_CENSUS_PAGES,
     max_queries: int | None = None,
     hugetlbfs_mounts: tuple[str, ...] = DEFAULT_HUGETLBFS_MOUNTS,
-    between: Callable[[], None] | None = None,
+    deadline: Deadline = NEVER,
     frames: FrameCache | None = FRAMES,
     compiled: bool = True,
     narrow: bool = True,
@@ -222,7 +224,7 @@ def read_sampled(
     classified SourceError of maps or move_pages (Gone, Denied, ReadFailed; ReadFailed also
     when this machine has no move_pages at all: call :func:`sampling_available` once first).
     ``max_queries`` bounds the pages queried (the scan sizes it to the full read's cost);
-    ``between`` is called before each move_pages batch and may raise to give the read up.
+    ``deadline`` is checked before each move_pages batch (``Expired`` gives the read up).
     ``frames`` keeps each pid's parsed maps while its text does not change (None: parse
     every time). ``compiled``: parse maps, draw and query with the extension where it is
     built (the same estimate for the same ``rng``; False: the pure-Python path). ``narrow``:
@@ -232,7 +234,7 @@ def read_sampled(
     """
     try:
         mp = move_pages or default_move_pages()
-    except Unsupported as exc:  # surfaces as a read error; sampling_available says why
+    except MovePagesUnsupported as exc:  # surfaces as a read error; sampling_available says why
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     size = page_size or os.sysconf("SC_PAGE_SIZE")
@@ -256,9 +258,9 @@ def read_sampled(
             rng=rng,
             census_pages=census_pages,
             max_queries=max_queries,
-            between=between,
+            deadline=deadline,
         )
-    except Unsupported as exc:  # ENOSYS from the kernel
+    except MovePagesUnsupported as exc:  # ENOSYS from the kernel
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     return dataclasses.replace(est, parse_errors=frame.parse_errors,

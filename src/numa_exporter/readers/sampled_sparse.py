@@ -22,7 +22,7 @@ from collections.abc import Callable
 from numa_exporter.model.sampling import Stratum, make_stratum
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.sources.errors import SourceError
-from numa_exporter.sources.pagemap_scan import PagemapScan, Unsupported
+from numa_exporter.sources.pagemap_scan import PagemapScan, PagemapScanUnsupported
 
 #: (start, end, max_pages) -> (present ranges found by one call, where the walk stopped).
 PresentFn = Callable[[int, int, int], tuple[list[tuple[int, int]], int]]
@@ -135,7 +135,7 @@ def narrowed(mm_dir: str, strata: dict[Kind, Stratum], totals: dict[Kind, int]
     try:
         with PagemapScan(mm_dir) as scan:
             got, _ = narrow_strata(strata, totals, scan.present)
-    except Unsupported:
+    except PagemapScanUnsupported:
         _Availability.usable = False
         return strata
     except SourceError:

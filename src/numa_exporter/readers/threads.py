@@ -34,23 +34,15 @@ from numa_exporter.parsers.pid_sched import SchedFaults, find_numa_faults, find_
 from numa_exporter.parsers.pid_schedstat import parse_schedstat
 from numa_exporter.parsers.pid_status import parse_pid_status_cpus_allowed
 from numa_exporter.parsers.task_stat import parse_task_stat
+from numa_exporter.sources.deadline import NEVER, Deadline, Expired
 from numa_exporter.sources.errors import Gone
 from numa_exporter.sources.procfs import ProcessFiles
 from numa_exporter.sources.threads import TaskDir, ThreadMissing, thread_affinity
 
-__all__ = ["SchedGate", "ThreadReading", "Unfinished", "read_affinities", "read_threads"]
+__all__ = ["SchedGate", "ThreadReading", "read_affinities", "read_threads"]
 
 _RUNNABLE = frozenset({b"R"})  # on a CPU or waiting for one
 CHECK_EVERY = 64  # threads read between two looks at the clock
-
-
-class Unfinished(Exception):
-    """The reading was stopped (a deadline); ``readings`` holds the threads read so far,
-    by tid, to pass back as ``done`` to finish the pass later."""
-
-    def __init__(self, readings: dict[int, ThreadReading]) -> None:
-        super().__init__(f"{len(readings)} threads read before the stop")
-        self.readings = readings
 
 
 @dataclass(slots=True)
@@ -73,7 +65,7 @@ def read_threads(
     parse_error: Callable[[str, str], None],
     gate: SchedGate | None = None,
     *,
-    stop: Callable[[], bool] | None = None,
+    deadline: Deadline = NEVER,
     done: Mapping[int, ThreadReading] | None = None,
 ) -> list[ThreadReading]:
     """Return a reading of each thread of the process, by tid.
@@ -86,9 +78,9 @@ def read_threads(
     ``gate`` says whether ``sched`` is read and its fault block parsed (default: both); a
     legacy-form file closes it.
 
-    ``stop`` is asked every :data:`CHECK_EVERY` threads; when it says so, :class:`Unfinished`
-    is raised with the readings so far. Passing those back as ``done`` resumes the pass:
-    threads in ``done`` that are still listed are not read again.
+    ``deadline`` is checked every :data:`CHECK_EVERY` threads; past it ``Expired`` is raised
+    with the readings so far, by tid, as its ``partial``. Passing those back as ``done``
+    resumes the pass: threads in ``done`` that are still listed are not read again.
     """
     gate = gate if gate is not None else SchedGate()
     done = done or {}
@@ -104,8 +96,8 @@ def read_threads(
             if kept is not None:
                 out.append(kept)
                 continue
-            if stop is not None and i % CHECK_EVERY == CHECK_EVERY - 1 and stop():
-                raise Unfinished({t.tid: t for t in out})
+            if i % CHECK_EVERY == CHECK_EVERY - 1 and deadline.expired():
+                raise Expired(task, {t.tid: t for t in out})
             name = str(tid)
             prev = previous.get(tid)
             run_ns = slices = None

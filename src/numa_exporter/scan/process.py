@@ -1,18 +1,17 @@
-"""One process read in stages, each with one job:
-threads → placement → home → binding → drift.
+"""One process read in stages, each returning one value: identity → threads → placement →
+Kubernetes → home → binding → tiers → drift, put together by ``model.stages.assemble``.
 
 :class:`ProcessReader` is what a scan runs for each selected process and what ``inspect``
 runs for one. Everything kept between reads of a process lives in its
-:class:`~numa_exporter.model.process_state.ProcessState`.
+:class:`~numa_exporter.model.process_state.ProcessState`, which only this reader writes.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Protocol
 
 import structlog
@@ -20,18 +19,23 @@ import structlog
 from numa_exporter.config import Config
 from numa_exporter.model.accessors import HostTiers, ProcessTiers, process_tiers
 from numa_exporter.model.binding import Binding, analyse
-from numa_exporter.model.cadence import Plan, record_hold
+from numa_exporter.model.cadence import Plan
 from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
-from numa_exporter.model.home import Home, home_for, locality
-from numa_exporter.model.kubernetes import (
-    Assignment,
-    ContainerRef,
-    kubelet_home,
-    kubelet_mismatches,
-)
+from numa_exporter.model.home import home_for, locality
+from numa_exporter.model.kubernetes import Assignment, kubelet_home, kubelet_mismatches
 from numa_exporter.model.process_state import ProcessState, ProcessTable
-from numa_exporter.model.snapshot import AcceleratorUse, ProcessSample, SystemSample
+from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample, SystemSample
+from numa_exporter.model.stages import (
+    Homing,
+    Identity,
+    Placement,
+    Pod,
+    SampledPlacement,
+    Threads,
+    Timing,
+    assemble,
+)
 from numa_exporter.model.thread_binding import ThreadAudit, ThreadCpus, audit, thread_node
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.model.topology import Topology
@@ -45,79 +49,38 @@ from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kubernetes import KubernetesScan, cgroup_key
 from numa_exporter.readers.page_sizes import probe_page_sizes
 from numa_exporter.readers.process_files import (
-    Bound,
+    HoldMeter,
     read_boot_time,
     read_cgroup,
     read_numa_maps,
     read_stat,
 )
-from numa_exporter.readers.threads import (
-    SchedGate,
-    Unfinished,
-    read_affinities,
-    read_threads,
-)
+from numa_exporter.readers.threads import SchedGate, read_affinities, read_threads
 from numa_exporter.scan.select import Candidate, texts
 from numa_exporter.sources.cpu_clock import ProcessCpuClock, same_pid_namespace
+from numa_exporter.sources.deadline import NEVER, Deadline, Expired
 from numa_exporter.sources.errors import Denied, Gone, SourceError
-from numa_exporter.sources.process_fds import Stopped
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
 log = structlog.get_logger("numa_exporter.scan.process")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-DEADLINE_CHECK_EVERY = 1  # numa_maps reads (a page of text each) between looks at the clock
+
+__all__ = ["Placement", "PlacementReader", "ProcessReader", "SampledPlacement",
+           "SampledReader"]
 
 
 class PlacementReader(Protocol):
     """Reads where a process's resident pages are: the full numa_maps walk by default.
 
-    ``bound`` wraps the chunks of the read; it raises Abandoned at the scan's deadline, so
-    every reader (the default and any other) is given up there.
+    It checks ``deadline`` between the chunks of its read (``Expired`` past it) and times
+    each chunk into ``hold`` when given.
     """
 
-    def __call__(self, files: ProcessFiles, bound: Bound) -> NumaMaps:
+    def __call__(self, files: ProcessFiles, deadline: Deadline = NEVER,
+                 hold: HoldMeter | None = None) -> NumaMaps:
         """Return the per-node, per-kind totals of the process."""
-        ...
-
-
-class SampledPlacement(Protocol):
-    """What a sampled reader returns (``readers.sampled_placement`` returns the model's
-    ``PlacementEstimate``): estimated bytes per (node, kind) and their precision."""
-
-    @property
-    def bytes(self) -> Mapping[tuple[int, Kind], int]:
-        """Return estimated resident bytes per (node, kind)."""
-        ...
-
-    @property
-    def samples(self) -> int:
-        """Return the number of pages queried."""
-        ...
-
-    @property
-    def parse_errors(self) -> int:
-        """Return the number of malformed maps lines met."""
-        ...
-
-    @property
-    def largest_mapping(self) -> int:
-        """Return the bytes of the largest mapping that can hold pages (from maps)."""
-        ...
-
-    @property
-    def mappings(self) -> int:
-        """Return the number of maps lines read."""
-        ...
-
-    @property
-    def unsampled_bytes(self) -> int:
-        """Return the resident bytes status counts that the estimate could not place."""
-        ...
-
-    def remote_ratio_stderr(self, home: frozenset[int]) -> float:
-        """Return the standard error of the remote ratio against ``home``."""
         ...
 
 
@@ -126,30 +89,13 @@ class SampledReader(Protocol):
 
     def __call__(self, files: ProcessFiles, status: PidStatus, *,
                  max_queries: int | None = None,
-                 between: Callable[[], None] | None = None) -> SampledPlacement:
+                 deadline: Deadline = NEVER) -> SampledPlacement:
         """Return the estimate; raise Gone/Denied/SourceError like a file read.
 
-        At most ``max_queries`` pages are queried; ``between`` is called before each batch
-        of queries and raises Abandoned at the scan's deadline.
+        At most ``max_queries`` pages are queried; ``deadline`` is checked before each
+        batch of queries (``Expired`` past it).
         """
         ...
-
-
-class Abandoned(Exception):
-    """A read was given up at the scan deadline (or because the exporter is stopping)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    """Where a process's pages are, by the method that found out."""
-
-    bytes: dict[tuple[int, Kind], int]
-    policy_bytes: dict[str, int]
-    policy_nodes: dict[tuple[str, frozenset[int]], int]
-    off_policy_bytes: int
-    method: str
-    estimate: SampledPlacement | None = None
-    mappings: int = 0  # mappings read (numa_maps lines)
 
 
 def unchanged(st: ProcessState, clock: int | None) -> bool:
@@ -159,6 +105,34 @@ def unchanged(st: ProcessState, clock: int | None) -> bool:
     thread can be moved to another CPU's queue without running)."""
     return (clock is not None and clock == st.threads_clock and bool(st.threads)
             and not st.threads_partial and not any(t.runnable for t in st.threads.values()))
+
+
+def thread_weights(readings: list[ThreadReading] | None, previous: Mapping[int, ThreadReading],
+                   node_of_cpu: Mapping[int, int],
+                   places: Mapping[int, ThreadCpus] | None = None
+                   ) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    """Return the home weights (node, CPU time since ``previous``) and threads per node.
+
+    A thread counts on the node its mask now confines it to (``places``: its allowed CPUs,
+    read every scan; :func:`~numa_exporter.model.thread_binding.thread_node`), else on its
+    last CPU's. A thread that started since the previous reading is weighted by all of its
+    CPU time (it all happened since); when nothing ran, every thread counts once.
+    """
+    by_node: dict[int, int] = {}
+    weights: list[tuple[int, float]] = []
+    places = places or {}
+    for t in readings or ():
+        node = thread_node(places.get(t.tid) or ThreadCpus(t.tid, None, t.processor),
+                           node_of_cpu)
+        if node is None:
+            continue
+        by_node[node] = by_node.get(node, 0) + 1
+        prev = previous.get(t.tid)
+        delta = t.ticks - prev.ticks if prev is not None and t.ticks >= prev.ticks else t.ticks
+        weights.append((node, float(delta)))
+    if not any(w > 0 for _, w in weights):  # nothing ran: every thread counts once
+        weights = [(n, 1.0) for n, _ in weights]
+    return weights, by_node
 
 
 class ProcessReader:
@@ -179,7 +153,7 @@ class ProcessReader:
         self.accel = accel
         self.topology = topology
         self.proc = proc
-        self.placement = placement
+        self.placement_reader = placement
         self.sampled = sampled
         self.clock = clock
         self.wall = wall
@@ -194,101 +168,89 @@ class ProcessReader:
         self.affinity_syscall = same_pid_namespace(proc.root)
         self._host: tuple[object, object, HostTiers] | None = None
 
-    # --- stage 1: threads ----------------------------------------------------------------
-    def threads(self, files: ProcessFiles, st: ProcessState,
-                stop: Callable[[], bool] | None = None
-                ) -> tuple[list[ThreadReading] | None, list[tuple[int, float]], dict[int, int],
-                           dict[int, ThreadCpus]]:
-        """Return the thread readings (None if unlisted), home weights, threads per node
-        and each thread's allowed and last CPU.
+    # --- stage 1: identity ---------------------------------------------------------------
+    def identity(self, cand: Candidate) -> Identity | None:
+        """Return who the process is (None when its stat is malformed, reported)."""
+        if cand.stat is None:
+            cand.stat = read_stat(cand.files, self.errors)
+            if cand.stat is None:
+                return None
+        stat, status = cand.stat, cand.status
+        btime = self.boot_time()
+        return Identity(cand.pid, stat.comm or status.name,
+                        (btime or 0) + stat.starttime / CLK_TCK, status.vm_rss or 0,
+                        status.cpus_allowed, status.mems_allowed)
 
-        Each thread's mask is read every time, whatever the process's CPU clock says (it
-        changes while the thread sleeps), and a thread is counted on the node its mask
-        now confines it to (:func:`~numa_exporter.model.thread_binding.thread_node`).
-        A thread's weight is its CPU time since the previous scan; a thread that started
-        since then is weighted by all of its CPU time (it all happened since). Raises
-        Abandoned when ``stop`` says so; the threads read by then are kept and the next
+    def boot_time(self) -> int | None:
+        """Return the boot time (None while /proc/stat cannot be read: retried next time)."""
+        if self._btime is None:
+            self._btime = read_boot_time(self.proc, self.errors)
+        return self._btime
+
+    # --- stage 2: threads ----------------------------------------------------------------
+    def threads(self, files: ProcessFiles, st: ProcessState, deadline: Deadline = NEVER
+                ) -> Threads:
+        """Return the process's threads: their readings (None if unlisted), home weights,
+        threads per node and each thread's allowed and last CPU. The masks are read every
+        time, whatever the CPU clock says (they change while a thread sleeps).
+
+        Raises Expired past ``deadline``; the threads read by then are kept and the next
         read goes on from there.
         """
         self.gate.faults = self.config.enabled("tiers")
         clock = self.process_clock(files.pid)
         resumed = bool(st.threads_partial)
         try:
-            threads: list[ThreadReading] | None
+            readings: list[ThreadReading] | None
             if unchanged(st, clock):
-                threads = list(st.threads.values())  # no thread was on a CPU since
+                readings = list(st.threads.values())  # no thread was on a CPU since
             else:
-                threads = read_threads(files, st.threads, self.errors.parse, self.gate,
-                                       stop=stop, done=st.threads_partial)
-        except Unfinished as part:
-            st.threads_partial = part.readings
+                readings = read_threads(files, st.threads, self.errors.parse, self.gate,
+                                        deadline=deadline, done=st.threads_partial)
+        except Expired as part:
+            st.threads_partial = part.partial if isinstance(part.partial, dict) else {}
             st.threads_clock = None
-            raise Abandoned from None
+            raise
         except Gone:
             raise
         except SourceError as err:
             self.errors.read(err)
-            threads = None
+            readings = None
         # a resumed pass mixes readings from before this clock reading: not a baseline
-        st.threads_clock = clock if threads is not None and not resumed else None
+        st.threads_clock = clock if readings is not None and not resumed else None
         st.threads_partial = {}
-        node_of_cpu = self.topology().node_of_cpu()
-        masks = self.affinities(files, threads)
+        masks = self.affinities(files, readings)
         places = {t.tid: ThreadCpus(t.tid, masks.get(t.tid), t.processor)
-                  for t in threads or ()}
-        by_node: dict[int, int] = {}
-        weights: list[tuple[int, float]] = []
-        for t in threads or ():
-            node = thread_node(places[t.tid], node_of_cpu)
-            if node is None:
-                continue
-            by_node[node] = by_node.get(node, 0) + 1
-            prev = st.threads.get(t.tid)
-            delta = t.ticks - prev.ticks if prev is not None and t.ticks >= prev.ticks else t.ticks
-            weights.append((node, float(delta)))
-        if not any(w > 0 for _, w in weights):  # nothing ran: every thread counts once
-            weights = [(n, 1.0) for n, _ in weights]
+                  for t in readings or ()}
+        weights, by_node = thread_weights(readings, st.threads, self.topology().node_of_cpu(),
+                                          places)
         if self.gate.refused and self.errors.once("note", "sched-legacy"):
             log.warning("this kernel prints the 3.13-4.1 NUMA form in sched and resets "
                         "numa_pages_migrated on every read; sched is not read again (no "
                         "hinting faults or migrated pages per process)")
-        if threads is not None:
-            st.threads = {t.tid: t for t in threads}
-            now = {t.tid: t.pages_migrated for t in threads if t.pages_migrated is not None}
+        if readings is not None:
+            st.threads = {t.tid: t for t in readings}
+            now = {t.tid: t.pages_migrated for t in readings if t.pages_migrated is not None}
             if now or st.migrated is not None:
                 st.migrated = advance(st.migrated or ThreadSum(), now,
-                                      frozenset(t.tid for t in threads))
-        return threads, weights, by_node, places
+                                      frozenset(t.tid for t in readings))
+        return Threads(readings, weights, by_node,
+                       st.migrated.total if st.migrated is not None else None, places)
 
-    def affinities(self, files: ProcessFiles, threads: list[ThreadReading] | None
+    def affinities(self, files: ProcessFiles, readings: list[ThreadReading] | None
                    ) -> dict[int, frozenset[int] | None]:
-        """Return the allowed CPUs of the threads read, by tid ({} without threads or
-        with the binding collector off; a read error is counted)."""
-        if not threads or not self.config.enabled("binding"):
+        """Return the allowed CPUs of the threads read, by tid ({} without threads or with
+        the binding collector off; a read error is counted)."""
+        if not readings or not self.config.enabled("binding"):
             return {}
         try:
-            return read_affinities(files, (t.tid for t in threads), self.affinity_syscall,
+            return read_affinities(files, (t.tid for t in readings), self.affinity_syscall,
                                    self.errors.parse)
         except Gone:
             raise
         except SourceError as err:
             self.errors.read(err)
             return {}
-
-    def audit(self, pid: int, places: Mapping[int, ThreadCpus], topo: Topology,
-              config_nodes: frozenset[int] | None, kubelet: Assignment | None
-              ) -> ThreadAudit | None:
-        """Return the binding and the threads outside it (None with the binding collector
-        off)."""
-        if not self.config.enabled("binding"):
-            return None
-        kube_cpus = None
-        if kubelet is not None:
-            kube_cpus = kubelet.cpus or (
-                frozenset(c for c, n in topo.node_of_cpu().items()
-                          if n in kubelet.memory_nodes) if kubelet.memory_nodes else None)
-        return audit(places, pid, topo.node_of_cpu(), config_nodes=config_nodes,
-                     kubelet_cpus=kube_cpus)
 
     def process_clock(self, pid: int) -> int | None:
         """Return process ``pid``'s CPU clock in ns (None: unknown; an error is counted)."""
@@ -298,62 +260,12 @@ class ProcessReader:
             self.errors.read(err)
             return None
 
-    # --- stage 2: placement --------------------------------------------------------------
-    def over(self, deadline: float | None, stop: threading.Event | None) -> Callable[[], bool]:
-        """Return a test that says True past ``deadline`` or once ``stop`` is set."""
-        clock = self.clock
-
-        def over() -> bool:
-            return (stop is not None and stop.is_set()) or (
-                deadline is not None and clock() >= deadline)
-
-        return over
-
-    def past(self, deadline: float | None, stop: threading.Event | None) -> Callable[[], None]:
-        """Return a check that raises Abandoned past ``deadline`` or once ``stop`` is set."""
-        over = self.over(deadline, stop)
-
-        def check() -> None:
-            if over():
-                raise Abandoned
-
-        return check
-
-    def bounded(self, deadline: float | None, stop: threading.Event | None,
-                hold: list[float] | None = None) -> Bound:
-        """Return a Bound that raises Abandoned past ``deadline`` or once ``stop`` is set.
-
-        With ``hold`` given, its first item is raised to the longest CPU time one chunk took
-        to arrive: one ``read()`` of a seq_file, so one hold of the target's mmap lock.
-        """
-        check = self.past(deadline, stop)
-        cpu = self.cpu
-
-        def bound(chunks: Iterable[bytes]) -> Iterator[bytes]:
-            it = iter(chunks)
-            i = 0
-            while True:
-                if i % DEADLINE_CHECK_EVERY == 0:
-                    check()
-                i += 1
-                if hold is None:
-                    chunk = next(it, None)
-                else:
-                    t = cpu()
-                    chunk = next(it, None)
-                    hold[0] = max(hold[0], cpu() - t)
-                if chunk is None:
-                    return
-                yield chunk
-
-        return bound
-
-    def probe_pages(self, cand: Candidate, now: float, deadline: float | None = None,
-                    stop: threading.Event | None = None) -> bool:
+    # --- stage 3: placement --------------------------------------------------------------
+    def probe_pages(self, cand: Candidate, now: float, deadline: Deadline = NEVER) -> bool:
         """Probe the page sizes of the process's largest mappings unless a probe still
         stands; return whether its costs changed (the plan is then made again).
 
-        Raises Gone/Denied/SourceError of maps and pagemap like a read, Abandoned past
+        Raises Gone/Denied/SourceError of maps and pagemap like a read, Expired past
         ``deadline``; page frames that cannot be seen are said once and count as small.
         """
         st = self.table.get(cand.key)
@@ -361,8 +273,7 @@ class ProcessReader:
         if shape is not None and shape.fresh(cand.resident, now):
             return False
         shape, problem = probe_page_sizes(cand.files, self.proc, cand.resident, now,
-                                          page_size=PAGE_SIZE,
-                                          check=self.past(deadline, stop))
+                                          page_size=PAGE_SIZE, deadline=deadline)
         if shape.errors:
             self.errors.parse("pagemap", str(cand.files.path), shape.errors)
         if problem is not None:
@@ -374,23 +285,50 @@ class ProcessReader:
         st.costs = replace(st.costs, pages=shape)
         return True
 
-    def place(self, cand: Candidate, st: ProcessState, method: str, bound: Bound,
-              max_queries: int | None = None, between: Callable[[], None] | None = None
-              ) -> Placement:
-        """Return where the process's pages are, by the planned method.
+    def placement(self, cand: Candidate, st: ProcessState, plan: Plan | None,
+                  deadline: Deadline, t0: float, mono: float) -> Placement:
+        """Return where the process's pages are, by the planned method, and record what the
+        read cost in the process's costs (``t0``: when the process's read began).
+
+        Raises the read's SourceError (a denied read marks the process denied) or Expired.
+        """
+        hold = HoldMeter(self.cpu)
+        c0 = self.cpu()
+        try:
+            placed = self.place(cand, st, plan, deadline, hold)
+        except Denied:
+            st.denied = True
+            raise
+        cpu = self.cpu() - c0
+        if placed.method == "full":
+            st.costs = st.costs.record_full(cpu=cpu, elapsed=self.clock() - t0,
+                                            resident=cand.resident, hold=hold.longest,
+                                            mappings=placed.mappings, now=mono)
+        elif placed.estimate is not None:
+            est = placed.estimate
+            st.costs = st.costs.record_sampled(cpu=cpu, resident=cand.resident,
+                                               queries=est.samples,
+                                               largest_mapping=est.largest_mapping,
+                                               mappings=est.mappings)
+        return placed
+
+    def place(self, cand: Candidate, st: ProcessState, plan: Plan | None,
+              deadline: Deadline = NEVER, hold: HoldMeter | None = None) -> Placement:
+        """Return where the process's pages are, by the planned method (full without one).
 
         A sampled estimate carries the memory policies of the last full read, if any (only
         numa_maps shows policies; they change only with mbind/set_mempolicy).
         """
         files = cand.files
-        if method == "sampled" and self.sampled is not None:
-            est = self.sampled(files, cand.status, max_queries=max_queries, between=between)
+        if plan is not None and plan.method == "sampled" and self.sampled is not None:
+            est = self.sampled(files, cand.status, max_queries=plan.max_queries,
+                               deadline=deadline)
             if est.parse_errors:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
             memory = self.known_nodes(est.bytes, f"{files.path}/maps")
             return Placement(memory, dict(st.policy_bytes), dict(st.policy_nodes), 0,
                              "sampled", est)
-        maps = self.placement(files, bound)
+        maps = self.placement_reader(files, deadline, hold)
         if maps.error_count:
             first = maps.errors[0] if maps.errors else None
             self.errors.parse("numa_maps", f"{files.path}/numa_maps", maps.error_count,
@@ -416,22 +354,23 @@ class ProcessReader:
             self.errors.parse("numa_maps", f"{where}: node not in topology", bad)
         return out
 
-    # --- stage 3: home -------------------------------------------------------------------
-    def accelerators(self, cand: Candidate, found: tuple[str, ...],
-                     stop: Callable[[], bool] | None = None) -> tuple[AcceleratorUse, ...]:
-        """Return the accelerators the process uses (none with the collector off); raises
-        Abandoned when ``stop`` ends its fd scan."""
-        if not self.config.enabled("accelerator"):
-            return ()
+    # --- stage 4: cgroup and Kubernetes --------------------------------------------------
+    def pod(self, files: ProcessFiles, groups: list[ProcCgroup] | None) -> Pod:
+        """Return the process's memory cgroup and pod (the parsed cgroup file is appended
+        to ``groups`` when given)."""
+        cgroup_path, cg = self.cgroup(files)
+        if cg is not None and groups is not None:
+            groups.append(cg)
+        if self.kube is None or cg is None:
+            return Pod(cgroup_path)
         try:
-            return self.accel.uses(cand.pid, found, stop, cand.files.via)
-        except Stopped:
-            raise Abandoned from None
-        except Gone:
-            raise
-        except SourceError as err:
-            self.errors.read(err)
-            return ()
+            ref = self.kube.container(cg)
+            kubelet = self.kube.assignment(ref) if ref is not None else None
+        except Exception as exc:  # a bug here costs the process its pod, not its sample
+            where = label_text(cg.v2_path or cg.path_for("memory") or "", 200)
+            self.errors.bug("kubernetes", where, exc)
+            return Pod(cgroup_path)
+        return Pod(cgroup_path, ref, cgroup_key(cg) if ref is not None else None, kubelet)
 
     def cgroup(self, files: ProcessFiles) -> tuple[str | None, ProcCgroup | None]:
         """Return the process's memory cgroup path (None with the cgroup collector off) and
@@ -445,42 +384,98 @@ class ProcessReader:
             return None, None
         return (cg.path_for("memory") if wanted else None), cg
 
-    def kubernetes(self, cg: ProcCgroup | None
-                   ) -> tuple[ContainerRef | None, Assignment | None]:
-        """Return the pod container of cgroup ``cg`` and the kubelet's assignment of it
-        (None, None outside a pod or with the collector off)."""
-        if self.kube is None or cg is None:
-            return None, None
-        try:
-            ref = self.kube.container(cg)
-            return ref, (self.kube.assignment(ref) if ref is not None else None)
-        except Exception as exc:  # a bug here costs the process its pod, not its sample
-            where = label_text(cg.v2_path or cg.path_for("memory") or "", 200)
-            self.errors.bug("kubernetes", where, exc)
-            return None, None
+    # --- stage 5: home -------------------------------------------------------------------
+    def texts(self, cand: Candidate) -> tuple[str, ...]:
+        """Return the texts config pins match: comm, and the command line when a pin is
+        configured."""
+        comm = cand.stat.comm if cand.stat is not None else ""
+        if self.config.home_pins or self.config.accelerator_pins:
+            return texts(cand.files, comm)
+        return (comm,)
 
-    # --- stage 4: binding ----------------------------------------------------------------
-    def binding(self, cand: Candidate, system: SystemSample, pl: Placement,
-                affinity: frozenset[int] | None, thread_nodes: frozenset[int],
-                accel_nodes: frozenset[int]) -> Binding | None:
-        """Return the binding analysis (None with the binding collector off)."""
+    def accelerators(self, cand: Candidate, found: tuple[str, ...],
+                     deadline: Deadline = NEVER) -> tuple[AcceleratorUse, ...]:
+        """Return the accelerators the process uses (none with the collector off); raises
+        Expired past ``deadline``."""
+        if not self.config.enabled("accelerator"):
+            return ()
+        try:
+            return self.accel.uses(cand.pid, found, deadline, cand.files.via)
+        except Gone:
+            raise
+        except SourceError as err:
+            self.errors.read(err)
+            return ()
+
+    def homing(self, cand: Candidate, system: SystemSample, threads: Threads,
+               placed: Placement, uses: tuple[AcceleratorUse, ...],
+               kubelet: Assignment | None, found: tuple[str, ...]) -> Homing:
+        """Return the process's home and locality, from its threads, affinity, config pins,
+        accelerators and kubelet assignment."""
+        topo = system.topology
+        allowed = cand.status.cpus_allowed
+        affinity = topo.nodes_of_cpus(allowed) if allowed else None
+        if affinity is not None:
+            # status shows the leader's affinity only; a node a thread ran on is allowed too
+            affinity = affinity | frozenset(threads.by_node)
+        accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
+        host = self.host(system)
+        pinned = pinned_home(self.config, found)
+        escapes = self.audit(cand.pid, threads.places, topo, pinned, kubelet)
+        home = home_for(threads.weights, affinity, pinned,
+                        accel_nodes, kubelet_home(kubelet),
+                        host.cpu_nodes if host is not None else topo.cpu_nodes(),
+                        binding_nodes=escapes.nodes if escapes is not None else None)
+        node_bytes = fold_nodes(placed.bytes)
+        return Homing(home, locality(node_bytes, home), uses, affinity, node_bytes, escapes)
+
+    def audit(self, pid: int, places: Mapping[int, ThreadCpus], topo: Topology,
+              config_nodes: frozenset[int] | None, kubelet: Assignment | None
+              ) -> ThreadAudit | None:
+        """Return the binding as intended and the threads outside it (None with the binding
+        collector off)."""
+        if not self.config.enabled("binding"):
+            return None
+        node_of_cpu = topo.node_of_cpu()
+        kube_cpus = None
+        if kubelet is not None:
+            kube_cpus = kubelet.cpus or (
+                frozenset(c for c, n in node_of_cpu.items() if n in kubelet.memory_nodes)
+                if kubelet.memory_nodes else None)
+        return audit(places, pid, node_of_cpu, config_nodes=config_nodes,
+                     kubelet_cpus=kube_cpus)
+
+    # --- stage 6: binding ----------------------------------------------------------------
+    def binding(self, cand: Candidate, system: SystemSample, placed: Placement,
+                homing: Homing, threads: Threads, kubelet: Assignment | None
+                ) -> Binding | None:
+        """Return the binding analysis, with the kubelet's mismatches (None with the
+        binding collector off)."""
         if not self.config.enabled("binding"):
             return None
         topo = system.topology
-        return analyse(
+        thread_nodes = frozenset(threads.by_node)
+        binding = analyse(
             online=frozenset(topo.nodes),
             memory_nodes=system.memory_nodes,
             cpu_nodes_online=topo.cpu_nodes(),
-            policy_nodes=pl.policy_nodes,
+            policy_nodes=placed.policy_nodes,
             mems_allowed=cand.status.mems_allowed,
-            affinity_nodes=affinity,
+            affinity_nodes=homing.affinity,
             thread_nodes=thread_nodes,
-            accelerator_nodes=accel_nodes,
+            accelerator_nodes=frozenset(u.node for u in homing.accelerators if u.node >= 0),
             balancing_mode=system.balancing_mode,
-            off_policy_bytes=pl.off_policy_bytes,
+            off_policy_bytes=placed.off_policy_bytes,
         )
+        mismatches = dict(binding.mismatches)
+        if homing.audit is not None:
+            mismatches["threads_outside_binding"] = homing.audit.outside > 0
+        if kubelet is None:
+            return replace(binding, mismatches=mismatches)
+        mismatches.update(kubelet_mismatches(kubelet, homing.node_bytes, thread_nodes))
+        return replace(binding, mismatches=mismatches)
 
-    # --- stage 4b: tiers, accessors, faults ------------------------------------------------
+    # --- stage 7: tiers, accessors, faults -----------------------------------------------
     def host(self, system: SystemSample) -> HostTiers | None:
         """Return the host's tier facts for per-process views (None without them), built
         once per system tiers value and config."""
@@ -494,151 +489,81 @@ class ProcessReader:
             self._host = cached
         return cached[2]
 
-    def tiers(self, system: SystemSample, node_bytes: Mapping[int, int], home: Home,
-              uses: tuple[AcceleratorUse, ...], status: PidStatus,
-              threads: list[ThreadReading] | None,
-              places: Mapping[int, ThreadCpus] | None = None) -> ProcessTiers | None:
-        """Return the process's tiers view (None with the tiers collector off)."""
+    def tiers(self, system: SystemSample, homing: Homing, status: PidStatus,
+              threads: Threads) -> ProcessTiers | None:
+        """Return the process's tiers view (None with the tiers collector off); each
+        thread's faults are judged against its own node too."""
         host = self.host(system)
         if host is None or not self.config.enabled("tiers"):
             return None
         node_of_cpu = system.topology.node_of_cpu()
-        places = places or {}
-        return process_tiers(node_bytes, home.nodes, host, (u.pci_address for u in uses),
+        readings = threads.readings or ()
+        own = [(t.faults, thread_node(threads.places.get(t.tid)
+                                      or ThreadCpus(t.tid, None, t.processor), node_of_cpu))
+               for t in readings if t.faults is not None]
+        return process_tiers(homing.node_bytes, homing.home.nodes, host,
+                             (u.pci_address for u in homing.accelerators),
                              status.cpus_allowed, status.mems_allowed,
-                             (t.faults for t in threads or ()),
-                             [(t.faults, thread_node(places.get(t.tid) or ThreadCpus(
-                                 t.tid, None, t.processor), node_of_cpu))
-                              for t in threads or () if t.faults is not None])
+                             (t.faults for t in readings), own)
 
-    # --- stage 5: drift needs the boot time ----------------------------------------------
-    def boot_time(self) -> int | None:
-        """Return the boot time (None while /proc/stat cannot be read: retried next time)."""
-        if self._btime is None:
-            self._btime = read_boot_time(self.proc, self.errors)
-        return self._btime
+    # --- stage 8: drift ------------------------------------------------------------------
+    def drift(self, st: ProcessState, who: Identity, homing: Homing, now: ScanTime
+              ) -> Drift | None:
+        """Return the process's drift after this read (None with the drift collector off)."""
+        if not self.config.enabled("drift"):
+            return None
+        age = now.steady - who.start_time if self.boot_time() is not None else None
+        return st.drift.observe(self.table.rule, age, who.rss_bytes, homing.node_bytes,
+                                homing.locality.remote_ratio)
 
     # --- the stages together -------------------------------------------------------------
-    def read(self, cand: Candidate, system: SystemSample, plan_: Plan | None = None,
-             deadline: float | None = None, now: ScanTime | None = None,
-             stop: threading.Event | None = None, groups: list[ProcCgroup] | None = None
-             ) -> ProcessSample | None:
-        """Return the sample of one process (None when its stat is malformed).
+    def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
+             deadline: Deadline = NEVER, now: ScanTime | None = None,
+             groups: list[ProcCgroup] | None = None) -> ProcessSample | None:
+        """Return the sample of one process (None when its stat is malformed), assembled
+        from the values of its stages; the process's state records the read.
 
-        Raises Gone/Denied/SourceError from the files, Abandoned past ``deadline`` or once
-        ``stop`` is set. The parsed cgroup file is appended to ``groups`` when given.
+        Raises Gone/Denied/SourceError from the files, Expired past ``deadline`` (the
+        process counts one more abandoned read). The parsed cgroup file is appended to
+        ``groups`` when given.
         """
-        files = cand.files
         t0 = self.clock()
         now = ScanTime.unanchored(self.wall(), t0) if now is None else now
-        if cand.stat is None:
-            cand.stat = read_stat(files, self.errors)
-            if cand.stat is None:
-                return None
-        stat = cand.stat
+        who = self.identity(cand)
+        if who is None:
+            return None
         st = self.table.get(cand.key)
-        method = plan_.method if plan_ is not None else "full"
-        threads, weights, by_node, places = self.threads(files, st, self.over(deadline, stop))
-        hold = [0.0]
-        c0 = self.cpu()
         try:
-            pl = self.place(cand, st, method, self.bounded(deadline, stop, hold),
-                            plan_.max_queries if plan_ is not None else None,
-                            self.past(deadline, stop))
-        except Denied:
-            st.denied = True
+            threads = self.threads(cand.files, st, deadline)
+            placed = self.placement(cand, st, plan, deadline, t0, now.mono)
+            found = self.texts(cand)
+            uses = self.accelerators(cand, found, deadline)
+        except Expired:
+            st.abandoned += 1
             raise
-        cpu = self.cpu() - c0
-        elapsed = self.clock() - t0
-        if pl.method == "full":
-            st.full_seconds_per_byte = elapsed / max(cand.resident, 1)
-            st.last_full = now.mono
-            st.costs = replace(record_hold(st.costs, hold[0]), full_cpu=cpu,
-                               full_resident=cand.resident, mappings=pl.mappings)
-        elif pl.estimate is not None:
-            st.costs = replace(st.costs, sampled_cpu=cpu, sampled_resident=cand.resident,
-                               sampled_queries=pl.estimate.samples,
-                               largest_mapping=pl.estimate.largest_mapping,
-                               maps_resident=cand.resident,
-                               mappings=pl.estimate.mappings)
-        topo = system.topology
-        allowed = cand.status.cpus_allowed
-        affinity = topo.nodes_of_cpus(allowed) if allowed else None
-        if affinity is not None:
-            # status shows the leader's affinity only; a node a thread ran on is allowed too
-            affinity = affinity | frozenset(by_node)
-        cfg = self.config
-        found: tuple[str, ...] = (stat.comm,)
-        if cfg.home_pins or cfg.accelerator_pins:
-            found = texts(files, stat.comm)
-        uses = self.accelerators(cand, found, self.over(deadline, stop))
-        accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
-        cgroup_path, cg = self.cgroup(files)
-        if cg is not None and groups is not None:
-            groups.append(cg)
-        pod, kubelet = self.kubernetes(cg)
-        host = self.host(system)
-        pinned = pinned_home(cfg, found)
-        escapes = self.audit(cand.pid, places, topo, pinned, kubelet)
-        home: Home = home_for(weights, affinity, pinned, accel_nodes,
-                              kubelet_home(kubelet),
-                              host.cpu_nodes if host is not None else topo.cpu_nodes(),
-                              binding_nodes=escapes.nodes if escapes is not None else None)
-        node_bytes = fold_nodes(pl.bytes)
-        loc = locality(node_bytes, home)
-        binding = self.binding(cand, system, pl, affinity, frozenset(by_node), accel_nodes)
-        mismatches = dict(binding.mismatches) if binding else {}
-        if binding is not None and escapes is not None:
-            mismatches["threads_outside_binding"] = escapes.outside > 0
-        if binding is not None and kubelet is not None:
-            mismatches.update(kubelet_mismatches(kubelet, node_bytes, frozenset(by_node)))
-        tiers = self.tiers(system, node_bytes, home, uses, cand.status, threads, places)
-        btime = self.boot_time()
-        start_time = (btime or 0) + stat.starttime / CLK_TCK
-        drift = None
-        if cfg.enabled("drift"):
-            age = now.steady - start_time if btime is not None else None
-            drift = st.drift.observe(self.table.rule, age, cand.status.vm_rss or 0,
-                                     node_bytes, loc.remote_ratio)
+        pod = self.pod(cand.files, groups)
+        homing = self.homing(cand, system, threads, placed, uses, pod.kubelet, found)
+        binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
+        tiers = self.tiers(system, homing, cand.status, threads)
+        drift = self.drift(st, who, homing, now)
         st.reads += 1
         st.abandoned = 0
-        est = pl.estimate
-        return ProcessSample(
-            pid=cand.pid,
-            comm=stat.comm or cand.status.name,
-            start_time=start_time,
-            rss_bytes=cand.status.vm_rss or 0,
-            memory=pl.bytes,
-            policy_bytes=pl.policy_bytes,
-            policy_nodes=pl.policy_nodes,
-            threads_by_node=by_node,
-            home=home,
-            locality=loc,
-            pages_migrated=st.migrated.total if st.migrated is not None else None,
-            scan_seconds=self.clock() - t0,
-            cpus_allowed=cand.status.cpus_allowed,
-            mems_allowed=cand.status.mems_allowed,
-            cgroup=cgroup_path,
-            accelerators=uses,
-            memory_bound=binding.memory_bound if binding else None,
-            cpus_bound=binding.cpus_bound if binding else None,
-            mismatches=mismatches,
-            drift=drift,
-            last_scan_timestamp=now.wall,
-            method=pl.method,
-            samples=est.samples if est is not None else None,
-            remote_ratio_stderr=est.remote_ratio_stderr(home.nodes) if est is not None
-            else None,
-            next_scan_timestamp=(now.wall_of(plan_.next_due) if plan_ is not None
-                                 else now.wall),
-            full_read_cpu=st.costs.full_cpu,
-            sampled_read_cpu=st.costs.sampled_cpu,
-            hold_seconds=plan_.hold_seconds if plan_ is not None else st.costs.hold,
-            placement_reason=plan_.reason if plan_ is not None else None,
-            unsampled_bytes=est.unsampled_bytes if est is not None else None,
-            kubernetes=pod,
-            kubernetes_cgroup=cgroup_key(cg) if pod is not None and cg is not None else None,
-            kubelet=kubelet,
-            tiers=tiers,
-            thread_audit=escapes,
-        )
+        next_due = plan.next_due if plan is not None else None
+        timing = Timing(self.clock() - t0, now.wall,
+                        now.wall_of(next_due) if next_due is not None else now.wall,
+                        plan, st.costs)
+        sample = assemble(who, threads, placed, pod, homing, binding, tiers, drift, timing)
+        if next_due is not None:
+            st.costs = replace(st.costs, next_due=next_due)
+        st.last = sample
+        return sample
+
+    def kept(self, cand: Candidate, next_scan: float | None = None) -> ProcessSample | None:
+        """Return the process's last sample to serve again (not read this scan; None when
+        there is none), with its next planned read at wall time ``next_scan`` when given."""
+        st = self.table.peek(cand.key)
+        if st is None or st.last is None:
+            return None
+        if next_scan is not None:
+            st.last = replace(st.last, next_scan_timestamp=next_scan)
+        return st.last

@@ -16,18 +16,20 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from numa_exporter.config import Config
-from numa_exporter.model.cadence import CadencePolicy, plan
+from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts
 from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.drift import WarmupRule
 from numa_exporter.model.kubernetes import KubernetesView
-from numa_exporter.model.process_state import ProcessState, ProcessTable
+from numa_exporter.model.process_state import ProcessTable
 from numa_exporter.model.read_times import ReadTimeHistogram
 from numa_exporter.model.snapshot import (
     CgroupSample,
     ExporterStats,
+    Outcome,
     ProcessSample,
     Snapshot,
     SystemSample,
+    new_outcomes,
 )
 from numa_exporter.model.system_tiers import SystemTiers
 from numa_exporter.model.topology import Topology, build_topology
@@ -51,14 +53,14 @@ from numa_exporter.readers.tiers import (
 )
 from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
-    Abandoned,
     PlacementReader,
     ProcessReader,
     SampledReader,
 )
-from numa_exporter.scan.select import Candidate, ScreenMemo, new_states, select
+from numa_exporter.scan.select import Candidate, Outcomes, ScreenMemo, select
 from numa_exporter.scan.stages import StageTimer
 from numa_exporter.sources.cgroupfs import CgroupFS
+from numa_exporter.sources.deadline import Deadline, Expired
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.rootfs import RootFS
@@ -232,40 +234,81 @@ class Scanner:
                              process_budget=cfg.process_budget, interval=cfg.scan_interval,
                              hold_budget=cfg.hold_budget)
 
-    def _probed(self, cand: Candidate, now: ScanTime, deadline: float) -> bool:
+    def _probed(self, cand: Candidate, now: ScanTime, deadline: Deadline) -> bool:
         """Return whether a page-size probe of ``cand`` changed its costs (see
         ``ProcessReader.probe_pages``); a probe that fails or runs past ``deadline`` changes
         nothing (the read that follows meets the same file or deadline and says so)."""
         try:
-            return self.reader.probe_pages(cand, now.mono, deadline, self.stop_event)
-        except (Abandoned, SourceError):
+            return self.reader.probe_pages(cand, now.mono, deadline)
+        except (Expired, SourceError):
             return False
 
-    @staticmethod
-    def _keep(st: ProcessState | None, samples: list[ProcessSample],
-              next_due: float | None = None) -> bool:
+    def _keep(self, cand: Candidate, samples: list[ProcessSample],
+              next_scan: float | None = None) -> Outcome:
         """Serve a process's last values again (not read this scan; its timestamp stays);
-        return False when there are none to serve."""
-        if st is None or st.last is None:
-            return False
-        if next_due is not None:
-            st.last = replace(st.last, next_scan_timestamp=next_due)
-        samples.append(st.last)
-        return True
+        return the outcome: kept, or skipped when there are none to serve."""
+        last = self.reader.kept(cand, next_scan)
+        if last is None:
+            return Outcome.SKIPPED
+        samples.append(last)
+        return Outcome.KEPT
+
+    def _plan(self, cand: Candidate, policy: CadencePolicy, now: ScanTime,
+              deadline: Deadline) -> Plan:
+        """Return this scan's plan for ``cand``: made again after a page-size probe when
+        the planned hold is over budget (huge pages walk faster)."""
+        sampling = self.reader.sampled is not None
+        prev = self.table.peek(cand.key)
+        costs = prev.costs if prev is not None else ReadCosts()
+        p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident, sampling=sampling)
+        if p.reason == "hold" and self._probed(cand, now, deadline):
+            costs = self.table.get(cand.key).costs
+            p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident,
+                           sampling=sampling)
+        return p
+
+    def _read_one(self, cand: Candidate, system: SystemSample, p: Plan, now: ScanTime,
+                  deadline: Deadline, groups: list[ProcCgroup],
+                  samples: list[ProcessSample], t1: float) -> Outcome:
+        """Read one process under ``deadline`` (begun at monotonic ``t1``); return its
+        outcome (an abandoned read serves its last values, if any, and ends in
+        ``pending``)."""
+        try:
+            sample = self.reader.read(cand, system, p, deadline, now, groups)
+        except Expired:
+            self.state.pending.append(cand.pid)
+            log.debug("read abandoned at the scan deadline", pid=cand.pid)
+            return self._keep(cand, samples)
+        except Gone as err:
+            log.debug("process gone", pid=cand.pid, file=err.path)
+            return Outcome.GONE
+        except Denied as err:
+            self.errors.read(err)
+            return Outcome.DENIED
+        except SourceError as err:
+            self.errors.read(err)
+            return Outcome.SKIPPED
+        except Exception as exc:  # one bad file costs one process, never the scan
+            self.errors.bug("process", str(cand.files.path), exc)
+            return Outcome.SKIPPED
+        finally:
+            self.state.read_times.observe(self.clock() - t1)
+        if sample is None:
+            return Outcome.SKIPPED
+        samples.append(sample)
+        return Outcome.SCANNED
 
     def _process_scan(self, cands: list[Candidate], system: SystemSample, now: ScanTime,
-                      states: dict[str, int], groups: list[ProcCgroup]
-                      ) -> tuple[list[ProcessSample], list[int]]:
-        """Return the samples served (read or kept) and the pids left for the next scan.
+                      states: Outcomes, groups: list[ProcCgroup]) -> list[ProcessSample]:
+        """Return the samples served (read or kept); the pids left for the next scan are
+        in ``self.state.pending``.
 
-        Every candidate ends in exactly one state: scanned, kept (last values served),
+        Every candidate ends in exactly one outcome: scanned, kept (last values served),
         skipped (not read and nothing to keep), denied or gone.
         """
         cfg = self.config
         policy = self._cadence()
-        sampling = self.reader.sampled is not None
         samples: list[ProcessSample] = []
-        pending: list[int] = []
         # the budget counts time spent on processes, as its flag says
         deadline = self.clock() + cfg.scan_budget
         ordered, unbounded = order(cands, lambda c: self.table.peek(c.key))
@@ -274,69 +317,27 @@ class Scanner:
             left -= 1
             prev = self.table.peek(cand.key)
             if prev is not None and prev.denied:
-                states["denied"] += 1  # known denied: not read again, not counted again
+                states[Outcome.DENIED] += 1  # known denied: not read again, not counted again
                 continue
             # a process given up before is read to the end after the others: progress is
             # certain for it and it cannot starve them
             to_end = cand is unbounded
             if (self.clock() >= deadline and not to_end) or self.stop_event.is_set():
-                pending.append(cand.pid)
-                states["kept" if self._keep(prev, samples) else "skipped"] += 1
+                self.state.pending.append(cand.pid)
+                states[self._keep(cand, samples)] += 1
                 continue
-            p = plan(policy, now=now.mono, resident_bytes=cand.resident,
-                     seconds_per_byte=prev.full_seconds_per_byte if prev else None,
-                     next_due=prev.next_due if prev else 0.0,
-                     last_full=prev.last_full if prev else 0.0, sampling=sampling,
-                     costs=prev.costs if prev else None)
-            if p.reason == "hold" and self._probed(cand, now, deadline):  # huge pages walk faster
-                prev = self.table.peek(cand.key)
-                assert prev is not None
-                p = plan(policy, now=now.mono, resident_bytes=cand.resident,
-                         seconds_per_byte=prev.full_seconds_per_byte,
-                         next_due=prev.next_due, last_full=prev.last_full,
-                         sampling=sampling, costs=prev.costs)
+            scan_end = Deadline(deadline, self.stop_event, self.clock)
+            p = self._plan(cand, policy, now, scan_end)
             if not p.read_now:
-                states["kept" if self._keep(prev, samples, now.wall_of(p.next_due))
-                       else "skipped"] += 1
+                states[self._keep(cand, samples, now.wall_of(p.next_due))] += 1
                 continue
             t1 = self.clock()
             mine = None if to_end else read_deadline(t1, deadline, left + 1,
                                                      cfg.process_budget)
-            try:
-                sample = self.reader.read(cand, system, p, mine, now, self.stop_event, groups)
-            except Abandoned:
-                self.table.get(cand.key).abandoned += 1
-                pending.append(cand.pid)
-                states["kept" if self._keep(prev, samples) else "skipped"] += 1
-                log.debug("read abandoned at the scan deadline", pid=cand.pid)
-                continue
-            except Gone as err:
-                states["gone"] += 1
-                log.debug("process gone", pid=cand.pid, file=err.path)
-                continue
-            except Denied as err:
-                states["denied"] += 1
-                self.errors.read(err)
-                continue
-            except SourceError as err:
-                states["skipped"] += 1
-                self.errors.read(err)
-                continue
-            except Exception as exc:  # one bad file costs one process, never the scan
-                states["skipped"] += 1
-                self.errors.bug("process", str(cand.files.path), exc)
-                continue
-            finally:
-                self.state.read_times.observe(self.clock() - t1)
-            if sample is None:
-                states["skipped"] += 1
-                continue
-            st = self.table.get(cand.key)
-            st.next_due = p.next_due
-            st.last = sample
-            states["scanned"] += 1
-            samples.append(sample)
-        return samples, pending
+            states[self._read_one(cand, system, p, now,
+                                  Deadline(mine, self.stop_event, self.clock), groups,
+                                  samples, t1)] += 1
+        return samples
 
     def scan(self, wall: Callable[[], float] | None = None) -> Snapshot:
         """Return a new snapshot; never raises for bad input, unreadable or vanished files."""
@@ -347,18 +348,18 @@ class Scanner:
         # its steady part, timestamps are its wall part
         now = self.steady.read(wall(), t0)
         stages = StageTimer(self.cpu)
-        states = new_states()
+        states = new_outcomes()
         system = self._read_system()
         stages.done("system")
         samples: list[ProcessSample] = []
-        pending: list[int] = []
         groups: list[ProcCgroup] = []
         listed: frozenset[int] | None = None
         self._begin_kubernetes(system)
+        first, self.state.pending = self.state.pending, []  # this scan's leftovers go here
         if cfg.enabled("process"):
             cands: list[Candidate] = []
             try:
-                cands, listed = select(self.proc, cfg, self.errors, self.state.pending, states,
+                cands, listed = select(self.proc, cfg, self.errors, first, states,
                                        no_hugetlb_in_use(system), self.screened,
                                        self.reader.cpu_clock)
             except SourceError as err:
@@ -366,7 +367,7 @@ class Scanner:
             except Exception as exc:
                 self.errors.bug("proc", str(self.proc.root), exc)
             stages.done("select")
-            samples, pending = self._process_scan(cands, system, now, states, groups)
+            samples = self._process_scan(cands, system, now, states, groups)
             stages.done("processes")
         self.kubernetes_view = view = self._end_kubernetes(samples)
         cgroups: tuple[CgroupSample, ...] = ()
@@ -376,8 +377,8 @@ class Scanner:
             except Exception as exc:
                 self.errors.bug("cgroup", str(self.config.roots.sysfs), exc)
             stages.done("cgroups")
+        pending = self.state.pending
         self.state.budget_skipped_total += len(pending)
-        self.state.pending = pending
         if listed is not None:
             self.table.retain(listed)
             self.proc.retain(listed)
@@ -386,27 +387,28 @@ class Scanner:
         duration = self.clock() - t0
         stats = replace(self._stats(duration, wall(), states), stage_seconds=stages.seconds())
         fields: dict[str, object] = {f"cpu_{k}": round(v, 5) for k, v in stages.seconds()}
-        if states["denied"]:
+        if states[Outcome.DENIED]:
             fields["hint"] = DENIED_HINT
-        log.info("scan", processes=states["scanned"], kept=states["kept"],
-                 skipped=states["skipped"], denied=states["denied"], gone=states["gone"],
+        log.info("scan", processes=states[Outcome.SCANNED], kept=states[Outcome.KEPT],
+                 skipped=states[Outcome.SKIPPED], denied=states[Outcome.DENIED],
+                 gone=states[Outcome.GONE],
                  pending=len(pending), seconds=round(duration, 4), **fields)
         return Snapshot(system=system, processes=tuple(samples), stats=stats,
                         accelerators=self.accel.exported(), cgroups=cgroups,
                         kubernetes=view)
 
-    def _once_notes(self, system: SystemSample, states: dict[str, int], served: int) -> None:
+    def _once_notes(self, system: SystemSample, states: Outcomes, served: int) -> None:
         """Log, once each, the conditions that make every value look the same."""
         if len(system.topology.nodes) <= 1 and self.errors.once("note", "one-node"):
             log.info("one NUMA node: every resident byte counts as local",
                      nodes=list(system.topology.nodes))
-        if (self.config.enabled("process") and not served and not states["denied"]
-                and states["skipped"] and self.errors.once("note", "none-selected")):
+        if (self.config.enabled("process") and not served and not states[Outcome.DENIED]
+                and states[Outcome.SKIPPED] and self.errors.once("note", "none-selected")):
             log.info("no process passes --process.min-resident (and the include/exclude "
                      "patterns); nothing per process is exported",
                      min_resident_bytes=self.config.min_resident)
 
-    def _stats(self, duration: float, timestamp: float, states: dict[str, int]
+    def _stats(self, duration: float, timestamp: float, states: Outcomes
                ) -> ExporterStats:
         st = self.state
         return ExporterStats(

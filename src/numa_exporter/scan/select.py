@@ -20,11 +20,14 @@ it was made with; and no verdict outlives :data:`MEMO_MAX_AGE`, whatever the clo
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 
 from numa_exporter.config import Config
 from numa_exporter.model.process_state import ProcessKey
+from numa_exporter.model.snapshot import Outcome
 from numa_exporter.parsers.pid_stat import PidStat
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers.error_report import ErrorReporter
@@ -38,13 +41,34 @@ from numa_exporter.readers.process_files import (
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
-# The states a process considered by a scan ends in, one each (see collectors/exporter.py).
-STATES = ("scanned", "kept", "skipped", "denied", "gone")
+Outcomes = Counter[Outcome]
 
 
-def new_states() -> dict[str, int]:
-    """Return a zero count per state."""
-    return dict.fromkeys(STATES, 0)
+class Verdict(Enum):
+    """Why screening passed a process over. A decision (``OUT``, ``KERNEL_THREAD``) stands
+    while the process does not run; a failed read (``GONE``, ``DENIED``, ``FAILED``) does
+    not."""
+
+    OUT = "out"  # below the size, or not matching the patterns: counted skipped
+    KERNEL_THREAD = "kernel_thread"  # no user memory: not counted at all
+    GONE = "gone"
+    DENIED = "denied"
+    FAILED = "failed"  # a read failed otherwise, or a file was malformed: counted skipped
+
+    @property
+    def decided(self) -> bool:
+        """Return whether the verdict is a decision (kept while the process does not run)."""
+        return self in (Verdict.OUT, Verdict.KERNEL_THREAD)
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """Return the scan state the verdict counts as (None: not counted)."""
+        return _COUNTED_AS[self]
+
+
+_COUNTED_AS = {Verdict.OUT: Outcome.SKIPPED, Verdict.KERNEL_THREAD: None,
+               Verdict.GONE: Outcome.GONE, Verdict.DENIED: Outcome.DENIED,
+               Verdict.FAILED: Outcome.SKIPPED}
 
 
 @dataclass(slots=True)
@@ -71,7 +95,7 @@ MEMO_MAX_AGE = 300.0  # seconds a screened-out verdict is kept at most (monotoni
 
 
 @dataclass(frozen=True, slots=True)
-class Verdict:
+class Kept:
     """One process screened out: its CPU clock (ns) and resident pages (None: not read)
     then, whether it counts as skipped (a kernel thread not) and when (monotonic s)."""
 
@@ -89,7 +113,7 @@ class ScreenMemo:
     name, a size, a kernel thread), never an error."""
 
     config: Config | None = None
-    out: dict[int, Verdict] = field(default_factory=dict)
+    out: dict[int, Kept] = field(default_factory=dict)
 
     def begin(self, config: Config) -> None:
         """Forget every verdict made under another config."""
@@ -120,9 +144,9 @@ def matches(config: Config, files: ProcessFiles, comm: str) -> bool:
 
 
 def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
-           states: dict[str, int], statm: bool = False) -> Candidate | None:
-    """Return the candidate for ``pid``, or None (counted in ``states``, except kernel
-    threads, which have no user memory and are not processes for this exporter).
+           statm: bool = False) -> Candidate | Verdict:
+    """Return the candidate for ``pid``, or the verdict that passed it over (a failed read
+    is reported to ``errors``; a gone process quietly).
 
     ``statm``: no hugetlb page is in use on the host; screen by ``statm`` first."""
     files = proc.process(pid)
@@ -132,66 +156,54 @@ def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
         status = read_status(files, config.min_resident, errors,
                              (lambda name: matches(config, files, name)) if patterns else None,
                              statm)
+        if status is None:
+            return Verdict.OUT  # the common case: decided from two lines
+        if status.vm_rss is None:  # a kernel thread, or a process whose main thread exited
+            if status.kthread:  # the kernel says so in status (PF_KTHREAD): no stat read
+                return Verdict.KERNEL_THREAD
+            return _without_leader(files, pid, config, errors)
     except SourceError as err:
-        _count_failure(err, errors, states)
-        return None
-    if status is None:
-        states["skipped"] += 1  # the common case: decided from two lines
-        return None
-    if status.vm_rss is None:  # a kernel thread, or a process whose main thread exited
-        if status.kthread:  # the kernel says so in status (PF_KTHREAD): no stat read
-            return None
-        try:
-            return _without_leader(files, pid, config, errors, states)
-        except SourceError as err:
-            _count_failure(err, errors, states)
-            return None
+        return _failure(err, errors)
     cand = Candidate(pid, status, files)
     if cand.resident < config.min_resident:
-        states["skipped"] += 1
-        return None
+        return Verdict.OUT
     return cand
 
 
-def _count_failure(err: SourceError, errors: ErrorReporter, states: dict[str, int]) -> None:
-    """Count a screening read that failed: gone quietly, otherwise reported and counted as
-    denied or skipped."""
+def _failure(err: SourceError, errors: ErrorReporter) -> Verdict:
+    """Return the verdict of a screening read that failed: gone quietly, otherwise
+    reported and denied or failed."""
     if isinstance(err, Gone):
-        states["gone"] += 1
-        return
+        return Verdict.GONE
     errors.read(err)
-    states["denied" if isinstance(err, Denied) else "skipped"] += 1
+    return Verdict.DENIED if isinstance(err, Denied) else Verdict.FAILED
 
 
-def _without_leader(files: ProcessFiles, pid: int, config: Config, errors: ErrorReporter,
-                    states: dict[str, int]) -> Candidate | None:
-    """Return the candidate of a process whose status shows no memory: None for a kernel
-    thread (PF_KTHREAD in its stat flags: not counted), else the process read through a
-    live thread (its leader is a zombie), or None counted as gone when none is left.
-    Raises the SourceError of a read."""
+def _without_leader(files: ProcessFiles, pid: int, config: Config, errors: ErrorReporter
+                    ) -> Candidate | Verdict:
+    """Return the candidate of a process whose status shows no memory: a kernel thread
+    (PF_KTHREAD in its stat flags) is not one, else the process read through a live
+    thread (its leader is a zombie), or gone when none is left. Raises the SourceError of
+    a read."""
     stat = read_stat(files, errors)
     if stat is None:
-        states["skipped"] += 1
-        return None
+        return Verdict.FAILED
     if stat.kernel_thread:
-        return None  # no user memory: not a process for this exporter
+        return Verdict.KERNEL_THREAD  # no user memory: not a process for this exporter
     found = read_live_thread(files, config.min_resident, errors)
     if found is None:
-        states["gone"] += 1  # every thread has exited: the process is on its way out
-        return None
+        return Verdict.GONE  # every thread has exited: the process is on its way out
     via, status = found
     if status is None:
-        states["skipped"] += 1
-        return None
+        return Verdict.OUT
     cand = Candidate(pid, status, via, stat)
     if cand.resident < config.min_resident or not matches(config, via, stat.comm):
-        states["skipped"] += 1
-        return None
+        return Verdict.OUT
     return cand
 
 
 def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequence[int],
-           states: dict[str, int], statm: bool = False, memo: ScreenMemo | None = None,
+           states: Outcomes, statm: bool = False, memo: ScreenMemo | None = None,
            clock: Callable[[int], int | None] | None = None,
            mono: Callable[[], float] = time.monotonic
            ) -> tuple[list[Candidate], frozenset[int]]:
@@ -208,7 +220,7 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
     if memo is not None:
         memo.begin(config)
     known = memo.out if memo is not None else {}
-    still: dict[int, Verdict] = {}
+    still: dict[int, Kept] = {}
     sized = config.min_resident > 0  # only then can a change of size change a verdict
     now = mono()
     for pid in pids:
@@ -226,26 +238,27 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
                     and now - verdict.at < MEMO_MAX_AGE
                     and (not sized or (pages is not None and pages == verdict.resident))):
                 still[pid] = verdict
-                states["skipped"] += verdict.skipped
+                states[Outcome.SKIPPED] += verdict.skipped
                 continue
-        before = (errors.count, states["gone"], states["denied"])
-        skipped = states["skipped"]
         try:
-            cand = screen(proc, pid, config, errors, states, statm)
+            got = screen(proc, pid, config, errors, statm)
         except Exception as exc:  # one bad file costs one process, never the scan
             errors.bug("status", f"{proc.root}/{pid}/status", exc)
-            states["skipped"] += 1
+            states[Outcome.SKIPPED] += 1
             continue
-        if cand is not None:
-            out.append(cand)
-        elif ns is not None and before == (errors.count, states["gone"], states["denied"]):
+        if isinstance(got, Candidate):
+            out.append(got)
+            continue
+        if got.outcome is not None:
+            states[got.outcome] += 1
+        if ns is not None and got.decided:
             # a decision, not an error
-            still[pid] = Verdict(ns, states["skipped"] > skipped, pages, now)
+            still[pid] = Kept(ns, got.outcome is not None, pages, now)
     if memo is not None:
         memo.out = still
     out.sort(key=lambda c: (-c.resident, c.pid))
     if config.top and len(out) > config.top:
-        states["skipped"] += len(out) - config.top
+        states[Outcome.SKIPPED] += len(out) - config.top
         out = out[: config.top]
     # processes left over by the last scan's budget go first
     first = {p: i for i, p in enumerate(pending)}
@@ -255,14 +268,14 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
         try:
             cand.stat = read_stat(cand.files, errors)
         except Gone:
-            states["gone"] += 1
+            states[Outcome.GONE] += 1
             continue
         except SourceError as err:
             errors.read(err)
-            states["skipped"] += 1
+            states[Outcome.SKIPPED] += 1
             continue
         if cand.stat is None:
-            states["skipped"] += 1
+            states[Outcome.SKIPPED] += 1
             continue
         keyed.append(cand)
     return keyed, frozenset(pids)

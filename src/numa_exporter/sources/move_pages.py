@@ -13,7 +13,7 @@ target, or CAP_SYS_PTRACE - and the LSM ``task_movememory`` hook's consent; quer
 no CAP_SYS_NICE (that is only for MPOL_MF_MOVE_ALL). Errors map as elsewhere in sources/:
 ESRCH (no such pid) -> Gone; EPERM/EACCES -> Denied; EINVAL from a target without an mm
 (a zombie or a kernel thread: ``get_task_mm`` is NULL) -> Gone; ENOSYS (a kernel built
-without CONFIG_MIGRATION/NUMA) -> :class:`Unsupported`; anything else -> ReadFailed.
+without CONFIG_MIGRATION/NUMA) -> :class:`MovePagesUnsupported`; anything else -> ReadFailed.
 
 The pid is looked up in the *caller's* PID namespace (``find_get_task_by_vpid``).
 """
@@ -63,7 +63,7 @@ SOURCE = "move_pages"
 QueryFn = Callable[[Sequence[int]], list[int]]
 
 
-class Unsupported(Exception):
+class MovePagesUnsupported(Exception):
     """move_pages cannot be called here: unknown architecture, or a kernel without it."""
 
 
@@ -98,7 +98,7 @@ def _libnuma_move_pages() -> _Syscall | None:
 class MovePages:
     """The move_pages entry point of this machine (syscall table first, then libnuma).
 
-    Raises :class:`Unsupported` when neither is available; never guesses a number.
+    Raises :class:`MovePagesUnsupported` when neither is available; never guesses a number.
     """
 
     def __init__(self, machine: str | None = None, allow_libnuma: bool = True,
@@ -116,7 +116,7 @@ class MovePages:
         if self._syscall is None and allow_libnuma:
             self._libnuma = _libnuma_move_pages()
         if self._syscall is None and self._libnuma is None:
-            raise Unsupported(f"move_pages: no system call number known for architecture "
+            raise MovePagesUnsupported(f"move_pages: no system call number known for architecture "
                               f"{arch!r} and libnuma.so.1 is not loadable")
         self.number = nr if self._syscall is not None else None
         self.via = "syscall" if self._syscall is not None else "libnuma"
@@ -138,7 +138,7 @@ class MovePages:
         Calls the kernel in batches of at most ``batch`` pages, at least ``pause_s`` apart
         (counted from the end of the previous call, of this query or an earlier one); raises
         Gone, Denied, ReadFailed (classified as in the module docstring) or
-        :class:`Unsupported`.
+        :class:`MovePagesUnsupported`.
         """
         out: list[int] = []
         where = f"move_pages({pid})"
@@ -175,7 +175,7 @@ class MovePages:
         return q
 
 
-def classify_errno(err: int, where: str) -> SourceError | Unsupported:
+def classify_errno(err: int, where: str) -> SourceError | MovePagesUnsupported:
     """Return the exception for a failed move_pages call with ``errno`` ``err``."""
     ose = OSError(err, os.strerror(err) if err else "unknown error")
     if err in (errno.ESRCH, errno.EINVAL):
@@ -183,5 +183,5 @@ def classify_errno(err: int, where: str) -> SourceError | Unsupported:
     if err in (errno.EPERM, errno.EACCES):
         return Denied(SOURCE, where, ose)
     if err == errno.ENOSYS:
-        return Unsupported(f"{where}: the kernel has no move_pages (ENOSYS)")
+        return MovePagesUnsupported(f"{where}: the kernel has no move_pages (ENOSYS)")
     return ReadFailed(SOURCE, where, ose)

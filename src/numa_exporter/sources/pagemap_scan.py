@@ -11,7 +11,7 @@ kernel takes the target's mmap lock for reading once per call (and again per 512
 so each hold is bounded by it.
 
 Opening ``pagemap`` needs what ``numa_maps`` needs (``PTRACE_MODE_READ``). A kernel without
-the ioctl answers ``EINVAL`` or ``ENOTTY``: :class:`Unsupported`, and the caller does
+the ioctl answers ``EINVAL`` or ``ENOTTY``: :class:`PagemapScanUnsupported`, and the caller does
 without. Only architectures with the generic ``_IOC`` encoding are known here.
 """
 
@@ -40,7 +40,7 @@ _ARG = struct.Struct("12Q")
 VEC_LEN = 512
 
 
-class Unsupported(Exception):
+class PagemapScanUnsupported(Exception):
     """PAGEMAP_SCAN cannot be used here (architecture, or a kernel without it)."""
 
 
@@ -48,13 +48,13 @@ class PagemapScan:
     """An open ``pagemap`` of one process; :meth:`present` asks for present page ranges.
 
     Raises the classified SourceError of the open (Gone, Denied, ...) or
-    :class:`Unsupported` on an architecture whose ioctl encoding is not known here.
+    :class:`PagemapScanUnsupported` on an architecture whose ioctl encoding is not known here.
     """
 
     def __init__(self, mm_dir: Path | str, machine: str | None = None) -> None:
         arch = machine if machine is not None else platform.machine()
         if arch not in GENERIC_IOC:
-            raise Unsupported(f"PAGEMAP_SCAN: ioctl encoding of {arch!r} not known")
+            raise PagemapScanUnsupported(f"PAGEMAP_SCAN: ioctl encoding of {arch!r} not known")
         path = f"{mm_dir}/pagemap"
         try:
             self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -79,8 +79,9 @@ class PagemapScan:
     def present(self, start: int, end: int, max_pages: int) -> tuple[list[tuple[int, int]], int]:
         """Return (the present page ranges of ``[start, end)`` found by one call, in order,
         and where the walk stopped: ``end`` when it got there). One call finds at most
-        ``max_pages`` present pages and :data:`VEC_LEN` ranges. Raises :class:`Unsupported`
-        when the kernel has no PAGEMAP_SCAN, else the classified OSError."""
+        ``max_pages`` present pages and :data:`VEC_LEN` ranges. Raises
+        :class:`PagemapScanUnsupported` when the kernel has no PAGEMAP_SCAN, else the
+        classified OSError."""
         arg = bytearray(_ARG.pack(_ARG.size, 0, start, end, 0, ctypes.addressof(self._vec),
                                   VEC_LEN, max(max_pages, 1), 0, PAGE_IS_PRESENT, 0,
                                   PAGE_IS_PRESENT))
@@ -88,7 +89,8 @@ class PagemapScan:
             n = fcntl.ioctl(self._fd, PAGEMAP_SCAN, arg, True)
         except OSError as err:
             if err.errno in (errno.EINVAL, errno.ENOTTY, errno.EOPNOTSUPP):
-                raise Unsupported(f"PAGEMAP_SCAN on {self._path}: {err.strerror}") from err
+                raise PagemapScanUnsupported(
+                    f"PAGEMAP_SCAN on {self._path}: {err.strerror}") from err
             raise classify(SOURCE, self._path, err) from err
         self.calls += 1
         walk_end = _ARG.unpack_from(arg)[4]

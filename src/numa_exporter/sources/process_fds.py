@@ -12,10 +12,10 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import classify
 
 # Per-device nodes (nvidia<N>, renderD<N>, card<N>, accel<N>, uverbs<N>) identify one device.
@@ -46,18 +46,14 @@ def is_live_procfs(procfs: Path) -> bool:
         return False
 
 
-#: fds read between two looks at ``stop``
+#: fds read between two looks at the deadline
 CHECK_EVERY = 256
 _DEV = "/dev/"
 
 
-class Stopped(Exception):
-    """The fd scan was stopped (a deadline) before its end."""
-
-
 def open_device_files(procfs: Path, pid: int, *, stat_rdev: bool = True,
                       pattern: re.Pattern[str] = ACCELERATOR_DEVICE_RE,
-                      stop: Callable[[], bool] | None = None,
+                      deadline: Deadline = NEVER,
                       ) -> tuple[DeviceFd, ...]:
     """Return the device files matching ``pattern`` that ``pid`` has open, one per path.
 
@@ -66,8 +62,8 @@ def open_device_files(procfs: Path, pid: int, *, stat_rdev: bool = True,
     None for fixture trees (pass ``stat_rdev=False``) or when the stat fails. Fds closed
     while we read are skipped. Listing the fd folder raises ``Gone`` (ENOENT, ESRCH),
     ``Denied`` (EACCES, EPERM: another user's process without CAP_SYS_PTRACE) or
-    ``ReadFailed``. ``stop`` is asked every :data:`CHECK_EVERY` fds; :class:`Stopped` is
-    raised when it says so. Each link is read relative to the open folder (one
+    ``ReadFailed``. ``deadline`` is checked every :data:`CHECK_EVERY` fds (``Expired``
+    past it). Each link is read relative to the open folder (one
     ``readlinkat``, no path built), so a process with tens of thousands of fds costs a few
     microseconds per fd.
     """
@@ -86,8 +82,8 @@ def open_device_files(procfs: Path, pid: int, *, stat_rdev: bool = True,
         readlink = os.readlink
         quick = pattern is ACCELERATOR_DEVICE_RE  # it matches paths under /dev only
         for i, name in enumerate(sorted(names, key=lambda n: (len(n), n))):
-            if stop is not None and i % CHECK_EVERY == CHECK_EVERY - 1 and stop():
-                raise Stopped(f"{where}: stopped after {i} fds")
+            if i % CHECK_EVERY == CHECK_EVERY - 1:
+                deadline.check(where)
             if not name.isdigit():
                 continue
             try:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Absent, Gone, classify
 from numa_exporter.sources.files import read_optional, read_records, read_small, stream_chunks
 from numa_exporter.sources.held import HeldFiles
@@ -215,17 +216,15 @@ class ProcessFiles:
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
-    def fds(self, *, stat_rdev: bool, stop: Callable[[], bool] | None = None
-            ) -> tuple[DeviceFd, ...]:
+    def fds(self, *, stat_rdev: bool, deadline: Deadline = NEVER) -> tuple[DeviceFd, ...]:
         """Return the accelerator device files the process has open (see process_fds).
 
         A missing fd folder raises Absent while the process's directory is there (a
-        partial tree), Gone when the process is gone; ``stop`` may end the scan early
-        (process_fds.Stopped).
+        partial tree), Gone when the process is gone; ``Expired`` past ``deadline``.
         """
         try:
             return open_device_files(self._mm.parent, self.mm_pid, stat_rdev=stat_rdev,
-                                     stop=stop)
+                                     deadline=deadline)
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
