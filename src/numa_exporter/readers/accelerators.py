@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from numa_exporter.parsers.nvidia_numa_status import parse_nvidia_numa_status
 from numa_exporter.parsers.pci import (
     Kind,
     classify_pci,
@@ -144,6 +145,29 @@ def nvidia_nodes(procfs: Path) -> dict[str, DeviceNode]:
             continue
         out[(bus or name).lower()] = DeviceNode(f"/dev/nvidia{minor}", "nvidia", (major, minor))
     return out
+
+
+def nvidia_memory_nodes(procfs: Path) -> tuple[dict[str, frozenset[int]], int]:
+    """Return the NUMA node of each NVIDIA GPU's own memory, by PCI address, where the
+    driver shows it online (``driver/nvidia/gpus/<bdf>/numa_status``: GH200, GB200), and
+    the number of malformed lines met. Empty where the driver or the files are absent.
+    """
+    proc = ProcFS(procfs)
+    try:
+        entries = proc.nvidia_gpus()
+    except SourceError:
+        return {}, 0
+    out: dict[str, frozenset[int]] = {}
+    errors = 0
+    for name in entries:
+        try:
+            status = parse_nvidia_numa_status(proc.nvidia_numa_status(name))
+        except SourceError:
+            continue  # no such file: not a NUMA-capable GPU
+        errors += status.errors
+        if status.online_node is not None:
+            out[name.lower()] = frozenset({status.online_node})
+    return out, errors
 
 
 def build_accelerators(records: Iterable[UdevRecord], procfs: Path | None,

@@ -45,6 +45,7 @@ from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.parsers.text import label_text
 from numa_exporter.readers.accelerator_use import AcceleratorMap, pinned_home
+from numa_exporter.readers.accelerators import nvidia_memory_nodes
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kubernetes import KubernetesScan, cgroup_key
 from numa_exporter.readers.page_sizes import probe_page_sizes
@@ -485,9 +486,19 @@ class ProcessReader:
         cached = self._host
         if cached is None or cached[0] is not tiers or cached[1] is not self.config:
             cached = (tiers, self.config,
-                      tiers.host(system.topology, self.config.accelerator_memory()))
+                      tiers.host(system.topology, self.accelerator_memory()))
             self._host = cached
         return cached[2]
+
+    def accelerator_memory(self) -> dict[str, frozenset[int]]:
+        """Return each accelerator's own memory nodes by PCI address: what the NVIDIA
+        driver shows online (``numa_status``), with the config file's ``memory_nodes``
+        overriding it per address (malformed driver lines are counted)."""
+        found, bad = nvidia_memory_nodes(self.proc.root)
+        if bad:
+            self.errors.parse("nvidia_numa_status",
+                              f"{self.proc.root}/driver/nvidia/gpus/*/numa_status", bad)
+        return {**found, **self.config.accelerator_memory()}
 
     def tiers(self, system: SystemSample, homing: Homing, status: PidStatus,
               threads: Threads) -> ProcessTiers | None:
