@@ -34,11 +34,13 @@ def new_outcomes() -> Counter[Outcome]:
 
 @dataclass(frozen=True, slots=True)
 class AcceleratorUse:
-    """An accelerator a process has open, and that device's node (-1: unknown)."""
+    """An accelerator a process has open, that device's node (-1: unknown) and the CPUs
+    nearest to it (its PCI ``local_cpulist``; None: unknown)."""
 
     device: str
     pci_address: str
     node: int
+    local_cpus: frozenset[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

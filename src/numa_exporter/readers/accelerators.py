@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from numa_exporter.parsers.cpulist import parse_cpulist
 from numa_exporter.parsers.nvidia_numa_status import parse_nvidia_numa_status
 from numa_exporter.parsers.pci import (
     Kind,
@@ -73,7 +74,8 @@ class DeviceNode:
 
 @dataclass(frozen=True, slots=True)
 class Accelerator:
-    """One accelerator PCI device; ``node`` is its NUMA node, -1 when unknown."""
+    """One accelerator PCI device; ``node`` is its NUMA node, -1 when unknown;
+    ``local_cpus`` the CPUs nearest to it (sysfs ``local_cpulist``; None: unknown)."""
 
     pci_address: str
     pci_class: int
@@ -84,6 +86,7 @@ class Accelerator:
     driver: str  # "" when no driver is bound
     node: int
     device_nodes: tuple[DeviceNode, ...] = ()
+    local_cpus: frozenset[int] | None = None
 
     @property
     def device(self) -> str:
@@ -215,6 +218,7 @@ def build_accelerators(records: Iterable[UdevRecord], procfs: Path | None,
             driver=r.driver or "",
             node=numa if numa is not None and numa >= -1 else -1,
             device_nodes=tuple(sorted(nodes, key=lambda n: n.path)),
+            local_cpus=parse_cpulist(r.attributes.get("local_cpulist", "")) or None,
         ))
     return tuple(sorted(out, key=lambda a: a.pci_address))
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -106,6 +106,20 @@ def unchanged(st: ProcessState, clock: int | None) -> bool:
     thread can be moved to another CPU's queue without running)."""
     return (clock is not None and clock == st.threads_clock and bool(st.threads)
             and not st.threads_partial and not any(t.runnable for t in st.threads.values()))
+
+
+def accelerator_cpu_nodes(uses: Iterable[AcceleratorUse], topo: Topology) -> frozenset[int]:
+    """Return the nodes of the accelerators a process uses: each device's ``numa_node``,
+    else (firmware left it at -1, as on Grace Hopper) the nodes of its nearest CPUs
+    (``local_cpulist``) where those name fewer than all CPUs."""
+    out: set[int] = set()
+    every = topo.all_cpus()
+    for u in uses:
+        if u.node >= 0:
+            out.add(u.node)
+        elif u.local_cpus and u.local_cpus != every:
+            out |= topo.nodes_of_cpus(u.local_cpus)
+    return frozenset(out)
 
 
 def thread_weights(readings: list[ThreadReading] | None, previous: Mapping[int, ThreadReading],
@@ -419,7 +433,7 @@ class ProcessReader:
         if affinity is not None:
             # status shows the leader's affinity only; a node a thread ran on is allowed too
             affinity = affinity | frozenset(threads.by_node)
-        accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
+        accel_nodes = accelerator_cpu_nodes(uses, topo)
         host = self.host(system)
         pinned = pinned_home(self.config, found)
         escapes = self.audit(cand.pid, threads.places, topo, pinned, kubelet)
