@@ -1,5 +1,5 @@
-"""Optional compiled numa_maps scanner and sampled-placement loops; without a C compiler the
-pure-Python ones are used.
+"""Optional compiled numa_maps scanner, sampled-placement loops and kubelet checksum helpers;
+without a C compiler the pure-Python ones are used.
 
 With NUMA_EXPORTER_REQUIRE_COMPILED=1 in the environment the scanner is required: a build
 that cannot compile it fails instead of falling back to the slower pure-Python scanner (the
@@ -17,6 +17,12 @@ setup(
         Extension(
             "numa_exporter.parsers._numa_maps_fast",
             ["src/numa_exporter/parsers/_numa_maps_fast.c"],
+            extra_compile_args=["-O2"],
+            optional=not REQUIRED,
+        ),
+        Extension(
+            "numa_exporter.parsers._kubelet_fast",
+            ["src/numa_exporter/parsers/_kubelet_fast.c"],
             extra_compile_args=["-O2"],
             optional=not REQUIRED,
         ),

@@ -11,7 +11,8 @@ disconnect mid-response, a flood of distinct Accept headers, and a flood of wron
 against a second daemon that has basic auth on), every one with per-connection time-outs so
 the soak never hangs, and hostile local rounds (``tools/soak_rounds.py``: a log pipe whose
 reader exits, a signal storm, cgroups named alike after cleaning, a zombie leader, a process
-renaming itself). Traffic stays on 127.0.0.0/8; worker memory is bounded (at most 2 GiB
+renaming itself, FIFOs and device links under the kubelet root, a churned 4 MiB device
+checkpoint). Traffic stays on 127.0.0.0/8; worker memory is bounded (at most 2 GiB
 in all).
 
 It reports scans, scrapes, failed scrapes, stale series (a worker alive before a scan started

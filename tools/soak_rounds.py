@@ -15,7 +15,14 @@ reports the worst. Every round bounds its own time and cleans up what it started
 * ``zombie_leader`` - a C program whose main thread calls pthread_exit(): exported with its
   memory;
 * ``renaming_process`` - a worker renaming itself every 100 ms: only numa_process_info
-  carries its name, one sample per scrape.
+  carries its name, one sample per scrape;
+* ``rootfs_special_files`` - a second daemon on the ``kubernetes`` fixture root whose CPU
+  Manager checkpoint and a container's ``config.json`` are FIFOs and whose Memory Manager
+  checkpoint links to ``/dev/zero`` (issue 23 #4): it must keep scanning, count the refused
+  files, name the pod from its log directory and exit 0 on SIGTERM;
+* ``checkpoint_churn`` - a second daemon on the same root whose 4 MiB device checkpoint is
+  replaced every second (issue 23 #5): it must keep scanning and export the device
+  assignments; its CPU per scan is reported.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -387,10 +395,121 @@ def renaming_process(soak: Soak, scrapes: int = 6) -> HostileCheck:
                      if bad_info else ""))
 
 
+KUBE_ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "roots" / "kubernetes"
+KUBE_SPEC = ("run/containerd/io.containerd.runtime.v2.task/k8s.io/" + "c0a1" * 16
+             + "/config.json")
+
+
+@contextlib.contextmanager
+def _kube_daemon(soak: Soak, rootfs: Path) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """Run a daemon on the kubernetes fixture root with ``rootfs``; yield it and its URL.
+    SIGTERM at the end (killed after 15 s)."""
+    from tools.soak import HOST, _free_port
+
+    port = _free_port()
+    cmd = [*soak.exporter, f"--web.listen-address={HOST}:{port}",
+           f"--path.procfs={KUBE_ROOT / 'proc'}", f"--path.sysfs={KUBE_ROOT / 'sys'}",
+           f"--path.rootfs={rootfs}", "--process.min-resident=0", "--scan.interval=1s",
+           "--no-collector.accelerator"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        yield proc, f"http://{HOST}:{port}/metrics"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Return every sample of one scrape by (name, sorted labels); {} when it fails."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            body = r.read().decode()
+    except OSError:
+        return {}
+    return {(n, tuple(sorted(lab.items()))): v for n, lab, v in _samples(body)}
+
+
+def rootfs_special_files(soak: Soak) -> HostileCheck:
+    """FIFOs and a device link where the kubelet's and the runtime's files belong: the
+    daemon keeps scanning, counts each, names the pod, exits 0 on SIGTERM."""
+    with tempfile.TemporaryDirectory(prefix="soak-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        shutil.copytree(KUBE_ROOT / "rootfs", rootfs)
+        kubelet = rootfs / "var" / "lib" / "kubelet"
+        for fifo in (kubelet / "cpu_manager_state", rootfs / KUBE_SPEC):
+            fifo.unlink()
+            os.mkfifo(fifo)
+        (kubelet / "memory_manager_state").unlink()
+        os.symlink("/dev/zero", kubelet / "memory_manager_state")
+        (rootfs / "dev").mkdir()
+        with contextlib.suppress(OSError):  # without CAP_MKNOD the link dangles (absent)
+            os.mknod(rootfs / "dev" / "zero", 0o20666, os.makedev(1, 5))
+        with _kube_daemon(soak, rootfs) as (proc, url):
+            before = _wait_scans(soak, 2, 30, url)
+            after = _wait_scans(soak, before + 3, 30, url)
+            got = _scrape(url)
+        rc = proc.returncode
+    refused = {dict(k[1]).get("source", ""): v for k, v in got.items()
+               if k[0] == "numa_exporter_read_errors_total"}
+    named = any(k[0] == "numa_process_kubernetes_info" and ("pod", "gpu-infer-0") in k[1]
+                and ("pid", "600") in k[1] for k in got)
+    passed = (before >= 2 and after >= before + 3 and rc == 0 and named
+              and refused.get("cpu_manager_state", 0) >= after - 1
+              and refused.get("containerd_spec", 0) >= 1)
+    return _check("rootfs_special_files", passed,
+                  f"scans {before:.0f} -> {after:.0f}, refused and counted "
+                  f"{ {k: v for k, v in refused.items() if v} }, pod named from its log "
+                  f"directory: {named}, SIGTERM exit {rc}")
+
+
+def checkpoint_churn(soak: Soak, seconds: float = 10.0) -> HostileCheck:
+    """A 4 MiB device checkpoint replaced every second: scans go on, the assignments stay
+    exported; the daemon's CPU per scan is reported (issue 23 asks at most 0.25 s)."""
+    import psutil
+    from benchmarks.kubelet_churn import CHECKPOINT, Churn, device_checkpoint
+
+    versions = [device_checkpoint(1), device_checkpoint(2)]
+    with tempfile.TemporaryDirectory(prefix="soak-churn-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        shutil.copytree(KUBE_ROOT / "rootfs", rootfs)
+        (rootfs / CHECKPOINT).write_bytes(versions[0])
+        churn = Churn(rootfs / CHECKPOINT, versions)
+        try:
+            with _kube_daemon(soak, rootfs) as (proc, url):
+                before = _wait_scans(soak, 2, 30, url)
+                cpu0 = sum(psutil.Process(proc.pid).cpu_times()[:2])
+                end = time.monotonic() + seconds
+                while time.monotonic() < end and not soak.stop.is_set():
+                    time.sleep(0.2)
+                cpu1 = sum(psutil.Process(proc.pid).cpu_times()[:2])
+                after = _scan_count(soak, url)
+                got = _scrape(url)
+        finally:
+            churn.stop()
+    gpus = sum(1 for k in got if k[0] == "numa_kubernetes_container_assigned_nodes_info"
+               and ("resource", "nvidia.com/gpu") in k[1])
+    late = sum(v for k, v in got.items() if k[0] == "numa_exporter_parse_errors_total"
+               and ("source", "kubelet_internal_checkpoint") in k[1])
+    scans = max(after - before, 0.0)
+    per_scan = (cpu1 - cpu0) / scans if scans else float("nan")
+    passed = scans >= 3 and gpus == 2
+    return _check("checkpoint_churn", passed,
+                  f"{len(versions[0])} B checkpoint replaced {churn.writes} times: scans "
+                  f"{before:.0f} -> {after:.0f}, {per_scan * 1e3:.0f} ms CPU per scan, "
+                  f"GPU assignments exported {gpus}, not verified in time {late:.0f}")
+
+
 ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
     "log_write_failure": log_write_failure,
     "signal_storm": signal_storm,
     "colliding_cgroups": colliding_cgroups,
     "zombie_leader": zombie_leader,
     "renaming_process": renaming_process,
+    "rootfs_special_files": rootfs_special_files,
+    "checkpoint_churn": checkpoint_churn,
 }

@@ -175,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
            "(default 64MiB)")
     a("--process.top", dest="top", metavar="N", type=_count, default=200,
       help="scan at most this many processes, largest RSS first; 0 = no limit (default 200)")
+    a("--process.detail-above", dest="detail_above", metavar="SIZE", type=_size,
+      default=1 << 30,
+      help="serve the full per-process breakdown (bytes per node and kind, threads per "
+           "node, read costs, tiers) only for processes with at least this many placed "
+           "bytes; smaller ones get totals, ratios, bindings and drift (the series budget); "
+           "0 = every process in full (default 1GiB, the process alerts' floor)")
     a("--process.include", dest="include", metavar="REGEX", type=_regex, default=None,
       help="only scan processes whose comm or cmdline matches this RE2 regex")
     a("--process.exclude", dest="exclude", metavar="REGEX", type=_regex, default=None,
@@ -299,6 +305,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         scan_budget=budget,
         min_resident=ns.min_resident,
         top=ns.top,
+        detail_above=ns.detail_above,
         include=ns.include,
         exclude=ns.exclude,
         collectors=frozenset(c for c in COLLECTORS if getattr(ns, f"collector_{c}")),

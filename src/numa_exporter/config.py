@@ -43,6 +43,7 @@ class Config:
     scan_budget: float = 10.0
     min_resident: int = 64 << 20
     top: int = 200
+    detail_above: int = 1 << 30  # placed bytes from which a process gets full detail; 0: all
     include: Pattern | None = None
     exclude: Pattern | None = None
     collectors: frozenset[str] | None = None  # enabled collectors; None: all of them

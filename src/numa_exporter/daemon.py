@@ -79,7 +79,8 @@ class App:
         """Stop the sampler and the watch."""
         if self.watch is not None:
             self.watch.stop()
-        self.sampler.stop()
+        if not self.sampler.stop():
+            log.error("the scan thread did not stop; exiting without it")
 
 
 Note = tuple[str, str, dict[str, object]]

@@ -51,7 +51,7 @@ class FakeClock:
 
 def _config(root: Path, **kw: object) -> Config:
     kw.setdefault("min_resident", 0)
-    return Config(roots=Roots(root / "proc", root / "sys"), **kw)  # type: ignore[arg-type]
+    return Config(detail_above=0, roots=Roots(root / "proc", root / "sys"), **kw)  # type: ignore[arg-type]
 
 
 def _exposition(snap: Snapshot, config: Config) -> str:

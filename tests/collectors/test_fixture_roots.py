@@ -39,7 +39,7 @@ NUMASTAT_NAMES = {
 def _config(root: str, **kw: Any) -> Config:
     base = ROOTS / root
     kw.setdefault("min_resident", 0)
-    return Config(roots=Roots(base / "proc", base / "sys"), **kw)
+    return Config(detail_above=0, roots=Roots(base / "proc", base / "sys"), **kw)
 
 
 def _expected(root: str) -> dict[str, Any]:

@@ -32,8 +32,8 @@ KUBELET_REASONS = ("kubelet_memory_nodes", "kubelet_cpu_nodes", "kubelet_device_
 
 
 def _config(**kw: Any) -> Config:
-    return Config(roots=Roots(BASE / "proc", BASE / "sys", BASE / "rootfs"), min_resident=0,
-                  **kw)
+    return Config(detail_above=0, roots=Roots(BASE / "proc", BASE / "sys", BASE / "rootfs"),
+                  min_resident=0, **kw)
 
 
 def _scan(**kw: Any) -> tuple[Scanner, Snapshot, str]:
@@ -145,7 +145,7 @@ def test_broken_checkpoint_costs_only_itself(tmp_path: Path) -> None:
     shutil.copytree(BASE / "rootfs", rootfs)
     state = rootfs / "var" / "lib" / "kubelet" / "cpu_manager_state"
     state.write_text(state.read_text().replace('"1-3"', '"4-6"'))  # checksum no longer holds
-    cfg = Config(roots=Roots(BASE / "proc", BASE / "sys", rootfs), min_resident=0)
+    cfg = Config(detail_above=0, roots=Roots(BASE / "proc", BASE / "sys", rootfs), min_resident=0)
     snap = Scanner(cfg).scan()
     assert snap.stats.parse_errors == {"cpu_manager_state": 1}
     assert {p.pid for p in snap.processes} == {int(p) for p in EXP["processes"]}
@@ -190,7 +190,8 @@ def test_hostile_sub_cgroup_of_a_container(tmp_path: Path) -> None:
             f"cri-containerd-{'c0b2' * 16}.scope")
     (root / "proc" / "600" / "cgroup").write_bytes(
         b"0::" + CG_A.encode() + b"/evil\xff\xfe\x1b[2J\\n\"}" + b"/" + fake.encode() + b"\n")
-    cfg = Config(roots=Roots(root / "proc", root / "sys", root / "rootfs"), min_resident=0)
+    cfg = Config(detail_above=0, roots=Roots(root / "proc", root / "sys", root / "rootfs"),
+                 min_resident=0)
     snap = Scanner(cfg).scan()
     vllm = next(p for p in snap.processes if p.pid == 600)
     assert vllm.kubernetes is not None and vllm.kubernetes.pod == "gpu-infer-0"

@@ -41,7 +41,7 @@ def _config(root: str, **kw: Any) -> Config:
         kw["home_pins"], kw["accelerator_pins"] = load_pins(base / "config.toml")
     if (base / "udev.json").exists():
         kw["accelerator_records"] = base / "udev.json"
-    return Config(roots=Roots(base / "proc", base / "sys"), min_resident=0, **kw)
+    return Config(detail_above=0, roots=Roots(base / "proc", base / "sys"), min_resident=0, **kw)
 
 
 def _scan(root: str, **kw: Any) -> tuple[Config, Snapshot]:

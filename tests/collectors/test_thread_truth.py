@@ -28,7 +28,8 @@ def _root(name: str, tmp: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def _exposition(root: Path) -> str:
-    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    # every family for every process (the fixture process is below --process.detail-above)
+    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0, detail_above=0)
     snap = Scanner(config).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, config))

@@ -38,8 +38,9 @@ def _expected() -> dict[str, Any]:
 
 def _exposition(config: str | None = CONFIG, **kw: Any) -> tuple[Snapshot, str]:
     homes, accels = parse_pins(config) if config else ((), ())
-    cfg = Config(roots=Roots(GH / "proc", GH / "sys"), min_resident=0, home_pins=homes,
-                 accelerator_pins=accels, accelerator_records=GH / "udev.json", **kw)
+    cfg = Config(detail_above=0, roots=Roots(GH / "proc", GH / "sys"), min_resident=0,
+                 home_pins=homes, accelerator_pins=accels,
+                 accelerator_records=GH / "udev.json", **kw)
     snap = Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, cfg))

@@ -27,6 +27,7 @@ import yaml
 
 from numa_exporter.collectors.registry import SPECS
 from numa_exporter.web.counters import LIVE_COUNTERS
+from numa_exporter.web.scrape_bytes import NAME as SCRAPE_BYTES
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -188,6 +189,8 @@ def known_series_name(name: str) -> bool:
     if name in recorded or name == "up":
         return True
     if name in {c + "_total" for c in LIVE_COUNTERS}:  # the web server's, read per scrape
+        return True
+    if name == SCRAPE_BYTES:  # the size of the last rendering, read per scrape
         return True
     for spec in SPECS:
         if spec.pattern:

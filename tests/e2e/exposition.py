@@ -19,6 +19,7 @@ VOLATILE = (
     "numa_process_read_cpu_seconds",
     "numa_process_placement_hold_seconds",
     "numa_exporter_scan_stage_seconds",
+    "numa_exporter_scrape_bytes",  # the rendered size: the volatile values' digits count
 )
 _PY = re.compile(r'python_version="[^"]*"')
 _VERSION = re.compile(r'(numa_exporter_build_info\{.*)version="[^"]*"')

@@ -56,7 +56,8 @@ def _scrape_for(d: Daemon, pid: int, name: str, tries: int = 20) -> str:
 
 def test_big_process_is_sampled_and_says_so(start_daemon, big_child) -> None:  # type: ignore[no-untyped-def]
     pid = big_child.pid
-    d = start_daemon("--process.min-resident=512MiB", "--scan.interval=1s",
+    d = start_daemon("--process.min-resident=512MiB", "--process.detail-above=0",
+                     "--scan.interval=1s",
                      "--process.include=cadence-big")
     text = _scrape_for(d, pid, "numa_process_placement_info")
     assert values(text, "numa_process_placement_info", pid=str(pid), method="sampled")
@@ -73,7 +74,8 @@ def test_big_process_is_sampled_and_says_so(start_daemon, big_child) -> None:  #
 
 def test_threshold_zero_reads_everything_in_full(start_daemon, big_child) -> None:  # type: ignore[no-untyped-def]
     pid = big_child.pid
-    d = start_daemon("--process.min-resident=512MiB", "--scan.interval=1s",
+    d = start_daemon("--process.min-resident=512MiB", "--process.detail-above=0",
+                     "--scan.interval=1s",
                      "--process.include=cadence-big", "--placement.sample-above=0")
     text = _scrape_for(d, pid, "numa_process_placement_info")
     assert values(text, "numa_process_placement_info", pid=str(pid), method="full")

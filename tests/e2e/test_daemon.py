@@ -136,7 +136,8 @@ def test_real_proc_bytes_match_rss(start_daemon: StartDaemon) -> None:
         stdout=subprocess.PIPE)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
-        d = start_daemon("--process.min-resident=0", "--scan.interval=1s", "--log.format=json")
+        d = start_daemon("--process.min-resident=0", "--process.detail-above=0",
+                         "--scan.interval=1s", "--log.format=json")
         text = d.wait_scans(2)
         pid = str(child.pid)
         mem = values(text, "numa_process_memory_bytes", pid=pid)
@@ -151,18 +152,20 @@ def test_real_proc_bytes_match_rss(start_daemon: StartDaemon) -> None:
         assert nodes <= {str(n) for n in _online_nodes()}
         ratio = values(text, "numa_process_remote_memory_ratio", pid=pid)
         assert len(ratio) == 1 and 0.0 <= ratio[0][1] <= 1.0
-        # every scanned process: per-node bytes within a few percent of its RSS
+        # every scanned process: per-node bytes within a few percent of its RSS. Other
+        # processes on the host may grow or shrink between a scan and a read of their
+        # status, so only processes whose RSS stayed put across one whole later scan count.
+        before = {lab["pid"]: _rss(lab["pid"])
+                  for lab, _ in values(text, "numa_process_local_memory_bytes")}
+        done = next(v for _, v in values(text, "numa_exporter_scans_total"))
+        text = d.wait_scans(int(done) + 2, timeout=90.0)
         checked = 0
         for lab, _ in values(text, "numa_process_local_memory_bytes"):
-            p = Path(f"/proc/{lab['pid']}/status")
-            try:
-                st = p.read_text()
-            except OSError:
+            rss, rss_before = _rss(lab["pid"]), before.get(lab["pid"])
+            if rss is None or rss_before is None or rss < 16 << 20:
                 continue
-            rss = next((int(ln.split()[1]) * 1024 for ln in st.splitlines()
-                        if ln.startswith("VmRSS:")), 0)
-            if rss < 16 << 20:
-                continue
+            if abs(rss - rss_before) > 0.02 * rss:
+                continue  # changed while being scanned: no fixed value to compare with
             got = sum(v for _, v in values(text, "numa_process_memory_bytes", pid=lab["pid"]))
             assert abs(got - rss) <= 0.1 * rss, (lab, got, rss)
             checked += 1
@@ -170,6 +173,16 @@ def test_real_proc_bytes_match_rss(start_daemon: StartDaemon) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def _rss(pid: str) -> int | None:
+    """Return the VmRSS of ``pid`` in bytes, or None when it is gone or has none."""
+    try:
+        st = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    return next((int(ln.split()[1]) * 1024 for ln in st.splitlines()
+                 if ln.startswith("VmRSS:")), None)
 
 
 def _online_nodes() -> list[int]:

@@ -104,7 +104,7 @@ def test_taskset_on_a_sleeping_process_shows_within_one_interval(
     pid = proc.pid
     main_tid, worker = (int(x) for x in line.split())
     assert main_tid == pid
-    d = start_daemon("--scan.interval=1s", "--process.min-resident=0",
+    d = start_daemon("--scan.interval=1s", "--process.min-resident=0", "--process.detail-above=0",
                      f"--process.include={tag}")
     d.wait_scans(2)
     assert _outside(_after_next_scan(d), pid) == ([], [0.0])  # unbound: nothing to escape

@@ -67,7 +67,7 @@ def _hostile_root(tmp: Path) -> Path:
 
 def test_hostile_comm_and_cgroup_name_give_valid_utf8_labels(tmp_path: Path) -> None:
     root = _hostile_root(tmp_path)
-    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    config = Config(detail_above=0, roots=Roots(root / "proc", root / "sys"), min_resident=0)
     snap = Scanner(config).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, config))
@@ -101,8 +101,8 @@ def test_real_process_with_non_utf8_name_is_scraped(start_daemon: StartDaemon) -
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
         assert Path(f"/proc/{child.pid}/comm").read_bytes() == b"bad\xff\xfe\n"
-        d = start_daemon("--process.min-resident=64MiB", "--path.procfs=/proc",
-                         "--scan.interval=1s", "--log.format=json")
+        d = start_daemon("--process.min-resident=64MiB", "--process.detail-above=0",
+                         "--path.procfs=/proc", "--scan.interval=1s", "--log.format=json")
         d.wait_scans(0)  # the server answers (scans_total is exported before any scan)
         text = ""
         for _ in range(3):  # three scans' worth of scrapes: every one must succeed
@@ -138,7 +138,7 @@ def test_hostile_accelerator_names_give_valid_utf8_labels(tmp_path: Path) -> Non
             dev["properties"]["ID_VENDOR_FROM_DATABASE"] = "ASPEED\udcfe\n"
     path = tmp_path / "udev.json"
     path.write_text(json.dumps(records))  # lone surrogates travel as \udcff escapes
-    cfg = Config(roots=Roots(base / "proc", base / "sys"), min_resident=0,
+    cfg = Config(detail_above=0, roots=Roots(base / "proc", base / "sys"), min_resident=0,
                  accelerator_records=path)
     snap = Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
     reg = CollectorRegistry(auto_describe=False)
@@ -151,7 +151,7 @@ def test_hostile_accelerator_names_give_valid_utf8_labels(tmp_path: Path) -> Non
 
 def test_inspect_report_of_a_hostile_process_is_valid_utf8(tmp_path: Path) -> None:
     root = _hostile_root(tmp_path)
-    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    config = Config(detail_above=0, roots=Roots(root / "proc", root / "sys"), min_resident=0)
     sample, system = Scanner(config).sample_one(int(PID))
     assert sample is not None
     rep = report(sample, system, *systemd_unit(config, int(PID)))
@@ -208,7 +208,7 @@ def test_names_merged_by_cleaning_stay_apart_and_openmetrics_parses(tmp_path: Pa
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
     root = _colliding_root(tmp_path)
-    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    config = Config(detail_above=0, roots=Roots(root / "proc", root / "sys"), min_resident=0)
     snap = Scanner(config).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, config))

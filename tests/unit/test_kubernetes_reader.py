@@ -145,7 +145,7 @@ def test_no_pods_no_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
             calls.append(host_path)
             return super().read(host_path, source, limit)
 
-        def listdir(self, host_path: str, source: str) -> list[str] | None:
+        def listdir(self, host_path: str, source: str) -> tuple[str, ...] | None:
             calls.append(host_path)
             return super().listdir(host_path, source)
 
@@ -201,7 +201,7 @@ def test_nodes_and_cpus_the_host_lacks() -> None:
 
 def test_unreadable_pod_logs_are_a_counted_read_error(tmp_path: Path) -> None:
     class Locked(RootFS):
-        def listdir(self, host_path: str, source: str) -> list[str] | None:
+        def listdir(self, host_path: str, source: str) -> tuple[str, ...] | None:
             raise Denied(source, host_path)
 
     errors = ErrorReporter(quiet=True)
@@ -243,3 +243,55 @@ def test_rootfs_kubelet_root_dir_and_bounds(tmp_path: Path) -> None:
     assert fs.read("/srv/kubelet/absent", "t", 10) is None
     assert fs.listdir("/srv/absent", "t") is None
     assert fs.signature("/srv/absent") is None
+
+
+class _Ticking:
+    """A clock that moves ``step`` seconds each time it is read."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_rootfs_read_is_bounded_in_time(tmp_path: Path) -> None:
+    """A read still going after ``read_seconds`` (a slow network file system, a file
+    growing as it is read) is refused, not waited for; under the bound it is read whole."""
+    from numa_exporter.sources.errors import Refused
+    from numa_exporter.sources.rootfs import CHUNK
+
+    (tmp_path / "big").write_bytes(b"z" * (CHUNK * 4))
+    slow = RootFS(tmp_path, read_seconds=2.5, clock=_Ticking(1.0))
+    with pytest.raises(Refused, match=r"not read within 2.5 s \(196608 bytes read\)"):
+        slow.read("/big", "t", CHUNK * 8)
+    fast = RootFS(tmp_path, read_seconds=2.5, clock=_Ticking(0.1))
+    assert fast.read("/big", "t", CHUNK * 8) == b"z" * (CHUNK * 4)
+
+
+def test_rootfs_listing_cut_at_its_time_bound_is_counted(tmp_path: Path) -> None:
+    """A listing that runs past ``list_seconds`` is cut and counted as a read error; the
+    pods found before the cut are still named."""
+    logs = tmp_path / "var" / "log" / "pods"
+    logs.mkdir(parents=True)
+    for i in range(3000):
+        (logs / f"ns_p-{i}_{i:08x}-0000-4000-8000-000000000000").mkdir()
+    fs = RootFS(tmp_path, list_seconds=1.5, clock=_Ticking(1.0))
+    errors = ErrorReporter(quiet=True)
+    pods = KubernetesReader(fs)._pods(errors)
+    assert errors.read_errors == {("pod_logs", "error"): 1}
+    assert len(pods) == 2048  # checked every 1024 names: cut at the second check
+
+
+def test_rootfs_listing_kept_while_the_directory_is_unchanged(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a").mkdir()
+    old = 1_000_000_000 * 1000  # an mtime long before the listing (not racy)
+    os.utime(tmp_path / "d", ns=(old, old))
+    fs = RootFS(tmp_path)
+    first = fs.listdir("/d", "t")
+    assert first == ("a",) and fs.listdir("/d", "t") is first  # kept, not listed again
+    (tmp_path / "d" / "b").mkdir()  # the directory's mtime moves
+    assert fs.listdir("/d", "t") == ("a", "b")  # changed just now: listed, not kept
+    assert fs.listdir("/d", "t") is not fs.listdir("/d", "t")

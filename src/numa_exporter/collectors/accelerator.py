@@ -17,12 +17,12 @@ DEVICE = MetricSpec(
     "numa_accelerator_info", "info",
     "Always 1; an accelerator PCI device found through udev and its NUMA node (-1: the "
     "firmware does not say).",
-    ("device", "pci_address", "vendor", "driver", "node"))
+    ("device", "pci_address", "vendor", "driver", "node"), bounds=(("device", 8), ("node", 1)))
 PROCESS_DEVICE = MetricSpec(
     "numa_process_accelerator_info", "info",
     "Always 1; an accelerator device the process has open and that device's NUMA node "
     "(-1: unknown).",
-    ("pid", "device", "node"))
+    ("pid", "device", "node"), bounds=(("device", 8), ("node", 1)))  # a host's GPUs
 
 SPECS = (DEVICE, PROCESS_DEVICE)
 

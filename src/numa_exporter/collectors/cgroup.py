@@ -16,13 +16,13 @@ from .families import Family, family, pattern_family
 MEMORY = MetricSpec(
     "numa_cgroup_memory_bytes", "gauge",
     "Bytes charged to the cgroup on the node, by kind, from memory.numa_stat.",
-    ("cgroup", "node", "kind"))
+    ("cgroup", "node", "kind"), bounds=(("node", "nodes"), ("kind", 4)))
 STAT = MetricSpec(
     "numa_cgroup_<field>_total", "counter",
     "Counter <field> of the cgroup from memory.stat (one family per NUMA balancing and "
     "tiering field: numa_pages_migrated, numa_pte_updates, numa_hint_faults, "
     "pgpromote_success, pgdemote_*), where the kernel has them.",
-    ("cgroup",), pattern=True)
+    ("cgroup",), pattern=True, bounds=(("<field>", 7),))
 UNIT = MetricSpec(
     "numa_cgroup_systemd_unit_info", "info",
     "Always 1; the systemd unit the cgroup belongs to, for cgroups of a unit only (join on "

@@ -17,7 +17,7 @@ P = ("pid",)  # comm is on numa_process_info: a rename mints no series here
 BASELINE = MetricSpec(
     "numa_process_baseline_remote_memory_ratio", "gauge",
     "Remote memory ratio of the process recorded once it had warmed up (old enough, RSS "
-    "stable), 0-1; absent until then.", P)
+    "stable), 0-1; absent until then.", P, level="full")
 CHANGE = MetricSpec(
     "numa_process_remote_memory_ratio_change", "gauge",
     "Current remote memory ratio of the process minus its warmed-up baseline, -1 to 1 "
@@ -25,11 +25,11 @@ CHANGE = MetricSpec(
 ARRIVED = MetricSpec(
     "numa_process_node_arrived_bytes_total", "counter",
     "Net resident bytes of the process that appeared on the node, summed over consecutive "
-    "reads of the process.", (*P, "node"))
+    "reads of the process.", (*P, "node"), level="full", bounds=(("node", "nodes"),))
 DEPARTED = MetricSpec(
     "numa_process_node_departed_bytes_total", "counter",
     "Net resident bytes of the process that left the node, summed over consecutive reads of "
-    "the process.", (*P, "node"))
+    "the process.", (*P, "node"), level="full", bounds=(("node", "nodes"),))
 
 SPECS = (BASELINE, CHANGE, ARRIVED, DEPARTED)
 

@@ -44,18 +44,18 @@ PROCESSES = MetricSpec(
     "read this scan, by the budget or the cadence: served with their last values), skipped "
     "(not selected, or over the scan budget with no values to keep), denied (permission), "
     "gone (exited while read).",
-    ("state",))
+    ("state",), bounds=(("state", len(STATES)),))
 BUDGET_SKIPPED = MetricSpec(
     "numa_exporter_budget_skipped_processes_total", "counter",
     "Selected processes left for the next scan because a scan ran past --scan.budget.")
 PARSE_ERRORS = MetricSpec(
     "numa_exporter_parse_errors_total", "counter",
     "Malformed lines or files met, by source file (numa_maps, vmstat, status, ...).",
-    ("source",))
+    ("source",), bounds=(("source", 16),))  # the files the exporter parses
 READ_ERRORS = MetricSpec(
     "numa_exporter_read_errors_total", "counter",
     "Files that could not be read, by source file and reason (denied, gone, error).",
-    ("source", "reason"))
+    ("source", "reason"), bounds=(("source", 16), ("reason", 3)))
 PROCESS_READ_DURATION = MetricSpec(
     "numa_exporter_process_read_duration_seconds", "histogram",
     "Seconds the exporter spent reading one process's files, over every process read since "
@@ -65,7 +65,7 @@ SCAN_STAGE = MetricSpec(
     "numa_exporter_scan_stage_seconds", "gauge",
     "CPU seconds (the scanning thread's) the last scan spent in each stage: system (vmstat, "
     "node files), select (listing and screening processes), processes (reading them), "
-    "cgroups.", ("stage",))
+    "cgroups.", ("stage",), bounds=(("stage", 4),))
 
 SPECS = (BUILD, SCAN_DURATION, SCAN_INTERVAL, SCAN_BUDGET, LAST_SCAN, SCANS, PROCESSES,
          BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, PROCESS_READ_DURATION, SCAN_STAGE)

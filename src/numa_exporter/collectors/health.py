@@ -28,7 +28,7 @@ LOG_WRITE_ERRORS = MetricSpec(
     "Log lines lost, by reason: write (the log's descriptor failed: EPIPE, ENOSPC, closed) "
     "or backlog (10,000 lines waited for a descriptor that blocks). Logging never stops "
     "scanning.",
-    ("reason",))
+    ("reason",), bounds=(("reason", 2),))
 
 SPECS = (SCAN_LOOP_UP, SCAN_FAILURES, LOG_WRITE_ERRORS)
 

@@ -45,7 +45,8 @@ ASSIGNED = MetricSpec(
     "nodes of its exclusive CPUs, CPU Manager static policy), memory and hugepages-* "
     "(Memory Manager), and each device resource (the device manager; nodes empty when "
     "the plugin reported no topology), from the kubelet's checkpoint files.",
-    ("namespace", "pod", "container", "uid", "resource", "nodes"))
+    ("namespace", "pod", "container", "uid", "resource", "nodes"),
+    bounds=(("resource", 4),))  # cpu, memory, a hugepages size, a device resource
 
 NODE_CONTAINERS = MetricSpec(
     "numa_kubelet_node_assigned_containers", "gauge",

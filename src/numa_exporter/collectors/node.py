@@ -37,18 +37,19 @@ NUMASTAT = dict((
 MEMORY = MetricSpec(
     "numa_node_memory_bytes", "gauge",
     "Byte-valued field of node<N>/meminfo, by field name (MemTotal, MemFree, FilePages, ...).",
-    ("node", "field"))
+    ("node", "field"), bounds=(("node", "nodes"), ("field", 32)))  # 32: a 6.1 kernel's
 CPUS = MetricSpec(
     "numa_node_cpus", "gauge",
     "Online CPUs of the node (0 for memory-only nodes such as CXL memory).", ("node",))
 DISTANCE = MetricSpec(
     "numa_node_distance", "gauge",
     "SLIT distance from node to to_node, relative to 10 for the node itself.",
-    ("node", "to_node"))
+    ("node", "to_node"), bounds=(("node", "nodes"), ("to_node", "nodes")))
 HUGEPAGES = MetricSpec(
     "numa_node_hugepages", "gauge",
     "Huge pages of the node by page size and state (total, free, surplus).",
-    ("node", "page_size_bytes", "state"))
+    ("node", "page_size_bytes", "state"),
+    bounds=(("node", "nodes"), ("page_size_bytes", 2), ("state", 3)))
 
 SPECS = (MEMORY, *NUMASTAT.values(), CPUS, DISTANCE, HUGEPAGES)
 

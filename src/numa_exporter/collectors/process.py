@@ -29,12 +29,12 @@ MEMORY = MetricSpec(
     "numa_process_memory_bytes", "gauge",
     "Resident bytes of the process on the node, by page kind (anon, file, shmem, hugetlb), "
     "from /proc/<pid>/numa_maps.",
-    (*P, "node", "kind"))
+    (*P, "node", "kind"), level="full", bounds=(("node", "nodes"), ("kind", 4)))
 POLICY = MetricSpec(
     "numa_process_policy_memory_bytes", "gauge",
     "Resident bytes of the process by the memory policy of the mapping holding them "
     "(default, local, prefer, bind, interleave, weighted_interleave, prefer_many).",
-    (*P, "policy"))
+    (*P, "policy"), level="full", bounds=(("policy", 7),))
 LOCAL = MetricSpec(
     "numa_process_local_memory_bytes", "gauge",
     "Resident bytes of the process on its home nodes (see numa_process_home_nodes_info).", P)
@@ -55,7 +55,8 @@ HOME = MetricSpec(
     (*P, "nodes", "source"))
 THREADS = MetricSpec(
     "numa_process_threads", "gauge",
-    "Threads of the process whose last CPU is on the node.", (*P, "node"))
+    "Threads of the process whose last CPU is on the node.", (*P, "node"), level="full",
+    bounds=(("node", "nodes"),))
 MIGRATED = MetricSpec(
     "numa_process_pages_migrated_total", "counter",
     "Pages of the process that automatic NUMA balancing migrated, summed over its threads "
@@ -68,7 +69,7 @@ START = MetricSpec(
 READ_DURATION = MetricSpec(
     "numa_process_read_duration_seconds", "gauge",
     "Seconds the exporter spent reading the process's files when it last read them (a full "
-    "numa_maps read walks the process's page tables).", P)
+    "numa_maps read walks the process's page tables).", P, level="full")
 LAST_READ = MetricSpec(
     "numa_process_last_scan_timestamp_seconds", "gauge",
     "Unix time at which the exporter last read the process; older than the last scan when "
@@ -85,11 +86,12 @@ PLACEMENT = MetricSpec(
 SAMPLED_PAGES = MetricSpec(
     "numa_process_placement_sampled_pages", "gauge",
     "Pages whose node was looked up to estimate the placement of the process; absent for a "
-    "full read.", P)
+    "full read.", P, level="full")
 RATIO_STDERR = MetricSpec(
     "numa_process_remote_memory_ratio_stderr", "gauge",
     "Standard error of numa_process_remote_memory_ratio: 0 for a full read, the sampling "
-    "error of a sampled estimate (absent when unknown).", P)
+    "error of a sampled estimate (absent when unknown; 0 is left out for processes below "
+    "--process.detail-above).", P, drop_zero="summary")
 
 PLACEMENT_SPECS = (INFO, MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START,
                    READ_DURATION, LAST_READ, NEXT_READ, PLACEMENT, SAMPLED_PAGES, RATIO_STDERR)

@@ -20,12 +20,12 @@ READ_CPU = MetricSpec(
     "numa_process_read_cpu_seconds", "gauge",
     "CPU seconds the exporter's last read of the process's placement took, by reader (full: "
     "numa_maps; sampled: maps and move_pages); absent for a reader not measured yet.",
-    ("pid", "reader"))
+    ("pid", "reader"), level="full", bounds=(("reader", 2),))
 HOLD = MetricSpec(
     "numa_process_placement_hold_seconds", "gauge",
     "Estimated longest hold of the process's mmap lock by one read() of its numa_maps (the "
     "walk of its largest mapping); above --placement.hold-budget the placement is sampled.",
-    ("pid",))
+    ("pid",), level="full")
 
 REASON = MetricSpec(
     "numa_process_placement_reason_info", "info",
@@ -34,14 +34,14 @@ REASON = MetricSpec(
     "measured cheaper), probe (the sampled reader tried, to measure it), cheaper (the full "
     "read: cheaper, or the only one measured), interval (--placement.full-interval), only "
     "(sampling unavailable or off).",
-    ("pid", "reason"))
+    ("pid", "reason"), level="full")
 
 UNSAMPLED = MetricSpec(
     "numa_process_placement_unsampled_bytes", "gauge",
     "Resident bytes (from status) that the sampled estimate could not place on a node and "
     "that are not in numa_process_memory_bytes: a sparse mapping whose resident pages the "
     "sample, bounded by the full read's cost, did not find; absent for a full read.",
-    ("pid",))
+    ("pid",), level="full")
 
 SPECS = (READ_CPU, HOLD, REASON, UNSAMPLED)
 

@@ -17,7 +17,7 @@ from prometheus_client.registry import Collector
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import ExporterStats, Snapshot
 
-from . import scrape
+from . import detail, scrape
 from .base import CollectorDef
 from .registry import ALL
 
@@ -51,19 +51,22 @@ class SnapshotCollector(Collector):
         """Yield the families of every collector that is always on or enabled by flag, then
         each one's success and duration."""
         snap = self.get() or self._empty()
-        outcomes: dict[str, tuple[bool, float]] = {}
+        summary = detail.summary_pids(snap, self.config.detail_above)
+        outcomes: dict[str, scrape.Outcome] = {}
         for c in self.collectors if self.collectors is not None else ALL:
             if c.switchable and not self.config.enabled(c.name):
                 continue
             t0 = self.clock()
             try:
-                families = list(c.emit(snap))
+                families = detail.trim(c.emit(snap), detail.specs_by_family(c.specs), summary)
             except Exception as exc:  # a collector bug costs its own families only
                 families = []
                 self._failed(c.name, exc)
-                outcomes[c.name] = (False, self.clock() - t0)
+                ok = False
             else:
-                outcomes[c.name] = (True, self.clock() - t0)
+                ok = True
+            series = sum(len(f.samples) for f in families)
+            outcomes[c.name] = scrape.Outcome(ok, self.clock() - t0, series)
             yield from families
         yield from scrape.emit(outcomes)
 

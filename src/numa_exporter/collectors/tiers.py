@@ -27,46 +27,48 @@ HINT_FAULTS = MetricSpec(
     "NUMA hinting faults of the process's threads on pages of the node, summed over its "
     f"threads ({_FAULTS_FROM}): exponentially decayed counts (halved every balancing scan "
     "sequence), so a gauge that goes down as well as up; absent when balancing is off, the "
-    "process took no hinting fault, or the kernel does not print them.", ("pid", "node"))
+    "process took no hinting fault, or the kernel does not print them; nodes at 0 are left "
+    "out.", ("pid", "node"), level="full", drop_zero="always", bounds=(("node", "nodes"),))
 FAULT_RATIO = MetricSpec(
     "numa_process_fault_remote_ratio", "gauge",
     "Estimate of the share of the process's memory accesses that go outside its home nodes, "
     "0-1: its decayed NUMA hinting faults on pages not on a home node (remote or far) over "
     "all of them. A fault that migrates its page counts on the page's new node, so this "
     "reads local while balancing is moving memory to the process. Absent (not 0) without "
-    "hinting faults or without a home node.", ("pid",))
+    "hinting faults or without a home node.", ("pid",), level="full")
 THREAD_FAULT_RATIO = MetricSpec(
     "numa_process_thread_fault_remote_ratio", "gauge",
     "Estimate of the share of the process's memory accesses a thread makes to a node other "
     "than its own, 0-1: each thread's decayed NUMA hinting faults on pages off the node it "
     "runs on (its current_node, else its last CPU's node), over all of them. High while "
     "numa_process_fault_remote_ratio is low: threads reach across to memory near their "
-    "siblings. Absent without hinting faults.", ("pid",))
+    "siblings. Absent without hinting faults.", ("pid",), level="full")
 LOCALITY_BYTES = MetricSpec(
     "numa_process_memory_locality_bytes", "gauge",
     "Resident bytes of the process by place for its CPUs: local (on a home node), remote "
     "(another node with CPUs, same or faster memory tier) or far (a node without CPUs, or a "
-    "slower memory tier); the three sum to the placed bytes.", ("pid", "locality"))
+    "slower memory tier); the three sum to the placed bytes.", ("pid", "locality"),
+    level="full", bounds=(("locality", 3),))
 LOCALITY_RATIO = MetricSpec(
     "numa_process_memory_locality_ratio", "gauge",
     "Share of the process's resident bytes at each place (local, remote, far), 0-1, for "
     "each accessor: cpu (home: the nodes of its threads) and accelerator (home: the memory "
     "nodes of an accelerator it uses whose memory is a NUMA node; only for such processes).",
-    ("pid", "accessor", "locality"))
+    ("pid", "accessor", "locality"), level="full", bounds=(("accessor", 2), ("locality", 3)))
 TIER_BYTES = MetricSpec(
     "numa_process_tier_memory_bytes", "gauge",
     "Resident bytes of the process by memory tier (tier: the memory_tierN id, smaller is "
     "faster; tier=none: bytes on nodes in no tier, which is every node before 6.1).",
-    ("pid", "tier"))
+    ("pid", "tier"), level="full", bounds=(("tier", "nodes"),))
 CPU_SPAN = MetricSpec(
     "numa_process_allowed_cpu_nodes", "gauge",
     "Nodes holding at least one CPU the process may run on (Cpus_allowed_list); with "
     "numa_process_allowed_memory_nodes at 1 too, NUMA placement does not affect it.",
-    ("pid",))
+    ("pid",), level="full")
 MEMORY_SPAN = MetricSpec(
     "numa_process_allowed_memory_nodes", "gauge",
     "Nodes with memory the process may allocate on (Mems_allowed_list, memory-less nodes "
-    "left out).", ("pid",))
+    "left out).", ("pid",), level="full")
 HAS_CPU = MetricSpec(
     "numa_node_has_cpu", "gauge",
     "1 when the node has CPUs (/sys/devices/system/node/has_cpu), else 0.", ("node",))
@@ -88,11 +90,13 @@ _HMAT = ("from the initiator node (access_class 0: best initiators of any kind, 
 LATENCY = MetricSpec(
     "numa_node_access_latency_seconds", "gauge",
     f"Access latency to the node's memory {_HMAT}",
-    ("node", "initiator", "access_class", "op"))
+    ("node", "initiator", "access_class", "op"),
+    bounds=(("node", "nodes"), ("initiator", 1), ("access_class", 2), ("op", 2)))
 BANDWIDTH = MetricSpec(
     "numa_node_access_bandwidth_bytes_per_second", "gauge",
     f"Access bandwidth to the node's memory {_HMAT}",
-    ("node", "initiator", "access_class", "op"))
+    ("node", "initiator", "access_class", "op"),
+    bounds=(("node", "nodes"), ("initiator", 1), ("access_class", 2), ("op", 2)))
 DEMOTION = MetricSpec(
     "numa_memory_demotion_enabled", "gauge",
     "1 when reclaim demotes pages to a slower memory tier instead of discarding them "
@@ -101,7 +105,7 @@ NODE_VMSTAT = MetricSpec(
     "numa_node_vmstat_<field>_total", "counter",
     "Kernel counter <field> of node<N>/vmstat (one family per pgpromote_* and pgdemote_* "
     "field the kernel prints: pages promoted to or demoted from the node's tier).",
-    ("node",), pattern=True)
+    ("node",), pattern=True, bounds=(("node", "nodes"), ("<field>", 5)))
 
 PROCESS_SPECS = (HINT_FAULTS, FAULT_RATIO, THREAD_FAULT_RATIO, LOCALITY_BYTES, LOCALITY_RATIO,
                  TIER_BYTES, CPU_SPAN, MEMORY_SPAN)

@@ -21,7 +21,11 @@ them as go-spew does. Verified against checksums from the kubelet's own tests an
 real kubelets (see tests/unit/test_kubelet_checkpoints.py).
 
 Everything here is pure and bounded by the input; errors are ``GoJSONError``, which the
-parsers turn into a result with an error message.
+parsers turn into a result with an error message. The two loops over every byte (FNV-32a,
+and a ``[]byte`` printed as decimal numbers: a device checkpoint's ``AllocResp`` blobs are
+megabytes) run in the compiled ``_kubelet_fast`` when the package was built with a C
+compiler; the pure-Python ``fnv32a_py`` and ``decimal_bytes_py`` are the reference (a
+property test holds them equal).
 """
 
 from __future__ import annotations
@@ -33,6 +37,12 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+try:
+    from numa_exporter.parsers import _kubelet_fast
+except ImportError:  # built without a C compiler
+    _kubelet_fast = None  # type: ignore[assignment]
+
+COMPILED = _kubelet_fast is not None
 MAX_DEPTH = 32  # the deepest checkpoint nests 7 levels; more is garbage
 
 
@@ -65,12 +75,35 @@ def go_bytes(text: str) -> bytes:
                        for c in text).encode("utf-8")
 
 
-def fnv32a(data: bytes) -> int:
-    """Return the 32-bit FNV-1a hash of ``data`` (Go's ``hash/fnv.New32a``)."""
-    h = 0x811C9DC5
+FNV_OFFSET = 0x811C9DC5
+_DECIMAL = tuple(str(b) for b in range(256))
+
+
+def fnv32a_py(data: bytes, h: int = FNV_OFFSET) -> int:
+    """Return the 32-bit FNV-1a hash of ``data`` (Go's ``hash/fnv.New32a``), continued from
+    ``h`` (the reference of the compiled one)."""
     for b in data:
         h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
     return h
+
+
+def decimal_bytes_py(data: bytes) -> str:
+    """Return the bytes of ``data`` as decimal numbers joined by spaces (the reference)."""
+    return " ".join([_DECIMAL[b] for b in data])
+
+
+def fnv32a(data: bytes, h: int = FNV_OFFSET) -> int:
+    """Return the 32-bit FNV-1a hash of ``data`` continued from ``h``, compiled if built."""
+    if _kubelet_fast is not None:
+        return _kubelet_fast.fnv32a(data, h)
+    return fnv32a_py(data, h)
+
+
+def decimal_bytes(data: bytes) -> str:
+    """Return the bytes of ``data`` as decimal numbers joined by spaces, compiled if built."""
+    if _kubelet_fast is not None:
+        return _kubelet_fast.decimal_bytes(data).decode("ascii")
+    return decimal_bytes_py(data)
 
 
 @dataclass
@@ -166,7 +199,7 @@ class Bytes(GoType):
     def spew(self, v: Any, out: list[str], show_type: bool) -> None:
         if show_type:
             out.append(f"({self.go})")
-        out.append("<nil>" if v is None else "[" + " ".join(map(str, v)) + "]")
+        out.append("<nil>" if v is None else "[" + decimal_bytes(v) + "]")
 
 
 class Slice(GoType):

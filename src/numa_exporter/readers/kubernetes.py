@@ -13,12 +13,18 @@ has an unknown format or a checksum the kubelet would refuse, names nodes or CPU
 does not have (``numa_exporter_parse_errors_total``). Nothing else is lost: the rest of the
 view is built from what could be read. On a host without pods nothing is read at all.
 
-Checkpoints are parsed again only when their file changed (the kubelet replaces them by
-rename: a new inode); runtime specs once per container.
+Checkpoints are parsed and verified once per file version (device, inode, size and mtime:
+the kubelet replaces them by rename) and kept; runtime specs once per container. Verifying a
+new version is bounded by the scan's deadline: it is not started once the deadline has
+passed, nor when the CPU time per byte of the file's last verification says it would end
+past it (CPU time, so that a busy machine does not make the estimate refuse the file for
+good); the file is then counted as not verified in time (``numa_exporter_parse_errors_total``), its
+assignments are left out this scan, and it is tried again the next.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -36,6 +42,7 @@ from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
 from numa_exporter.parsers.pod_log_dir import parse_pod_log_dir
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.sources.deadline import Deadline
 from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.rootfs import (
     CONTAINERD_TASKS,
@@ -44,6 +51,7 @@ from numa_exporter.sources.rootfs import (
     DEVICE_CHECKPOINT,
     MEMORY_MANAGER_STATE,
     POD_LOGS,
+    Cut,
     RootFS,
 )
 
@@ -52,6 +60,7 @@ log = structlog.get_logger("numa_exporter.kubernetes")
 T = TypeVar("T")
 C = TypeVar("C", bound=CheckpointResult)
 MAX_SPEC_CACHE = 4096  # runtime specs kept between reads (containers seen recently)
+LATE = "not verified before the scan's deadline; left out this scan, tried again the next"
 
 @dataclass(frozen=True, slots=True)
 class _Cached:
@@ -107,28 +116,46 @@ class _Builder:
 class KubernetesReader:
     """Reads the node's Kubernetes files under a root; keeps what it parsed between reads."""
 
-    def __init__(self, fs: RootFS) -> None:
-        self.fs = fs
+    def __init__(self, fs: RootFS,
+                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
+        self.fs, self.cpu_clock = fs, cpu_clock
         self._checkpoints: dict[str, _Cached] = {}
+        self._seconds_per_byte: dict[str, float] = {}  # of the last verification of each
         self._specs: dict[str, OciConfig | None] = {}
         self._quiet_said = False
+        self._log_dirs: tuple[tuple[str, ...], dict[str, tuple[str, str]]] = ((), {})
 
     # --- files -------------------------------------------------------------------------
 
     def _usable_checkpoint(self, name: str, source: str, limit: int,
-                           parse: Callable[[bytes], C], errors: ErrorReporter) -> C | None:
+                           parse: Callable[[bytes], C], errors: ErrorReporter,
+                           deadline: Deadline | None = None) -> C | None:
         """Return the parsed kubelet checkpoint ``name`` when its assignments can be used;
-        None when it is absent, unreadable or refused. Its errors are reported each call."""
-        found = self._checkpoint(name, source, limit, parse, errors)
+        None when it is absent, unreadable, refused or not verified by ``deadline``. Its
+        errors are reported each call."""
+        found = self._checkpoint(name, source, limit, parse, errors, deadline)
         if found is None:
             return None
         self._report(source, self.fs.kubelet_path(name), found.error, found.error_count,
                      errors)
         return found if found.usable else None
 
+    def _late(self, host_path: str, size: int, deadline: Deadline | None) -> bool:
+        """Return whether verifying ``size`` bytes of ``host_path`` now would end past
+        ``deadline`` (already past or the exporter stopping, or so the CPU time per byte of
+        its last verification says)."""
+        if deadline is None:
+            return False
+        if deadline.expired():
+            return True
+        cost = size * self._seconds_per_byte.get(host_path, 0.0)
+        return deadline.at is not None and deadline.clock() + cost > deadline.at
+
     def _checkpoint(self, name: str, source: str, limit: int,
-                    parse: Callable[[bytes], T], errors: ErrorReporter) -> T | None:
-        """Return the parsed kubelet checkpoint ``name``, from cache while it is unchanged."""
+                    parse: Callable[[bytes], T], errors: ErrorReporter,
+                    deadline: Deadline | None = None) -> T | None:
+        """Return the parsed kubelet checkpoint ``name``, from cache while it is unchanged;
+        None when absent, unreadable or not verified by ``deadline`` (counted)."""
         host_path = self.fs.kubelet_path(name)
         sig = self.fs.signature(host_path)
         if sig is None:
@@ -138,6 +165,10 @@ class KubernetesReader:
         if cached is not None and cached.signature == sig:
             value: T = cached.value
             return value
+        if self._late(host_path, sig[2], deadline):
+            errors.parse(source, host_path, error=LATE)
+            return None
+        started = self.cpu_clock()
         try:
             data = self.fs.read(host_path, source, limit)
         except SourceError as err:
@@ -150,6 +181,7 @@ class KubernetesReader:
         except Exception as exc:  # a parser bug costs this file, never the scan
             errors.bug(source, host_path, exc)
             return None
+        self._seconds_per_byte[host_path] = (self.cpu_clock() - started) / max(len(data), 1)
         self._checkpoints[host_path] = _Cached(sig, parsed)
         return parsed
 
@@ -186,29 +218,39 @@ class KubernetesReader:
         return found
 
     def _pods(self, errors: ErrorReporter) -> dict[str, tuple[str, str]]:
-        """Return pod UID -> (namespace, name) from the pod log directories' names."""
+        """Return pod UID -> (namespace, name) from the pod log directories' names (parsed
+        again only when the listing is a new one: the root keeps an unchanged directory's)."""
         try:
             names = self.fs.listdir(POD_LOGS, "pod_logs")
+        except Cut as err:  # counted; the names listed before the cut are used
+            errors.read(err)
+            names = err.names
         except SourceError as err:
             errors.read(err)
             return {}
+        if names is None:
+            return {}
+        if names is self._log_dirs[0]:
+            return dict(self._log_dirs[1])
         out: dict[str, tuple[str, str]] = {}
-        for name in names or ():
+        for name in names:
             p = parse_pod_log_dir(name)
             if p is not None:
                 out[p.uid] = (p.namespace, p.pod)
-        return out
+        self._log_dirs = (names, out)
+        return dict(out)
 
     # --- the view ----------------------------------------------------------------------
 
     def scan(self, cpu_node: Mapping[int, int], nodes: frozenset[int],
-             errors: ErrorReporter) -> KubernetesScan:
+             errors: ErrorReporter, deadline: Deadline | None = None) -> KubernetesScan:
         """Return a new scan's session: cgroups are looked up as processes are read.
 
         ``cpu_node`` maps each CPU of the host to its node, ``nodes`` are the host's nodes;
-        an assignment naming others is reported and left without them.
+        an assignment naming others is reported and left without them. ``deadline`` bounds
+        the verification of changed checkpoints.
         """
-        return KubernetesScan(self, cpu_node, nodes, errors)
+        return KubernetesScan(self, cpu_node, nodes, errors, deadline)
 
     def read(self, groups: Iterable[ProcCgroup], cpu_node: Mapping[int, int],
              nodes: frozenset[int], errors: ErrorReporter) -> KubernetesView:
@@ -244,8 +286,9 @@ class KubernetesScan:
     a pod cgroup; ``view()`` ends it."""
 
     def __init__(self, reader: KubernetesReader, cpu_node: Mapping[int, int],
-                 nodes: frozenset[int], errors: ErrorReporter) -> None:
-        self.reader, self.errors = reader, errors
+                 nodes: frozenset[int], errors: ErrorReporter,
+                 deadline: Deadline | None = None) -> None:
+        self.reader, self.errors, self.deadline = reader, errors, deadline
         self._b = _Builder(nodes, cpu_node)
         self._cgroups: dict[str, ContainerRef] = {}
         self._pods: dict[str, tuple[str, str]] | None = None
@@ -312,13 +355,14 @@ class KubernetesScan:
         if self._loaded:
             return
         self._loaded = True
-        r, errors, b = self.reader, self.errors, self._b
+        r, errors, b, end = self.reader, self.errors, self._b, self.deadline
         cpu = r._usable_checkpoint(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
-                                   cms.parse_cpu_manager_state, errors)
+                                   cms.parse_cpu_manager_state, errors, end)
         mem = r._usable_checkpoint(MEMORY_MANAGER_STATE, "memory_manager_state",
-                                   mms.MAX_BYTES, mms.parse_memory_manager_state, errors)
+                                   mms.MAX_BYTES, mms.parse_memory_manager_state, errors, end)
         dev = r._usable_checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
-                                   kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors)
+                                   kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors,
+                                   end)
         if cpu is not None:
             b.cpus.update(cpu.containers)
             b.cpus_by_id.update(cpu.by_container_id)

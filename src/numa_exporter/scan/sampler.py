@@ -86,10 +86,12 @@ class Sampler:
             return Health(False, f"no scan completed for {age:.0f}s (limit {limit:.0f}s)")
         return Health(True)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Ask the loop to end and wait for it."""
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Ask the loop to end and wait for it, at most ``timeout`` seconds; return whether
+        it ended."""
         self._stop.set()
         self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def wait_first(self, timeout: float | None = None) -> bool:
         """Return True once the first scan has completed (False on timeout)."""

@@ -211,7 +211,9 @@ class Scanner:
         if self.config.enabled("kubernetes"):
             topo = system.topology
             self.reader.kube = self.kube.scan(topo.node_of_cpu(), frozenset(topo.nodes),
-                                              self.errors)
+                                              self.errors,
+                                              Deadline(self.clock() + self.config.scan_budget,
+                                                       self.stop_event, self.clock))
 
     def _end_kubernetes(self, samples: list[ProcessSample]) -> KubernetesView:
         """Return the session's view, with the pods of processes kept from earlier scans."""

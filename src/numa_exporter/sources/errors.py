@@ -36,6 +36,19 @@ class ReadFailed(SourceError):
     reason = "error"
 
 
+class Refused(ReadFailed):
+    """A file refused before or while it was read: not a regular file (a FIFO, a device, a
+    socket), or a read or listing cut at its time or size bound. ``path`` names the file,
+    the message says why."""
+
+    reason = "error"
+
+    def __init__(self, source: str, path: str, why: str) -> None:
+        super().__init__(source, path)
+        self.why = why
+        self.args = (f"{path}: {why}",)
+
+
 class Absent(ReadFailed):
     """A file of a process is absent while the process's own directory is still there.
 

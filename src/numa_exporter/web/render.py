@@ -229,6 +229,16 @@ class SnapshotCache:
         assert isinstance(d, Deflated)
         return d
 
+    def sizes(self) -> dict[tuple[str, str], int]:
+        """Return (format, encoding) -> bytes of the newest rendering of each format asked
+        for (this snapshot's, else the previous one's)."""
+        with self._lock:
+            both = {**self._prev, **self._cur}
+        return {(body.value, "gzip" if gz else "identity"):
+                len(v.blocks) if isinstance(v, Deflated)
+                else len(v.body)
+                for (body, gz), v in both.items()}
+
     def refresh(self) -> None:
         """Render the current snapshot in every format asked for before, so scrapes after a
         scan find them ready."""

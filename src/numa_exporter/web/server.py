@@ -44,6 +44,7 @@ from .http1 import (
     response_head,
 )
 from .render import SnapshotCache
+from .scrape_bytes import ScrapeBytes
 
 log = structlog.get_logger("numa_exporter.web")
 
@@ -127,6 +128,7 @@ class WebServer:
         self.checks = CheckQueue(self.auth.verify, self._bcrypt)
         if not settings.disable_exporter_metrics:  # as node_exporter's promhttp_* metrics
             live = Joined(live, WebCounters(self.refusals, lambda: self.handlers.auth_results))
+        live = Joined(live, ScrapeBytes(cache.sizes))  # the budget: always served
         self.live = live
         self.handlers = Handlers(settings, cache, live, auth=self.auth, checks=self.checks,
                                  scrapes=self.scrapes, render=self._render,
