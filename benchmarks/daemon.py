@@ -219,6 +219,7 @@ class Shape:
     threads: int = 1
     mappings: int = 0
     map_pages: int = 1
+    named: bool = False  # the mappings are memfds of distinct names
 
     @property
     def memory_bytes(self) -> int:
@@ -231,6 +232,11 @@ SHAPES = (
     Shape("4GiB", mib=4096),
     Shape("16GiB", mib=16384),
     Shape("4GiB-THP", kind="thp", mib=4096),
+    # a sampled process with many mappings: plain ones, and as many distinct memfd paths
+    Shape("2GiB-60k-mappings", mib=2048, mappings=60_000),
+    Shape("2GiB-60k-memfds", mib=2048, mappings=60_000, named=True),
+    # a sparse reservation: 2 GiB dense at the start of 64 TiB (JVM heaps, allocators, UVM)
+    Shape("2GiB-in-64TiB", kind="reserve", mib=2048),
 )
 HEADROOM = 4 * GiB  # memory left to the rest of the machine while a target lives
 DEFAULT_FLAGS = ("--process.min-resident=0", "--scan.interval=1s")
@@ -248,7 +254,7 @@ def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path,
     old = ensure_map_count(shape.mappings + 10_000) if shape.mappings else None
     try:
         target = start_target(shape.kind, shape.mib, shape.threads, shape.mappings,
-                              map_pages=shape.map_pages, comm=comm)
+                              map_pages=shape.map_pages, comm=comm, named=shape.named)
     finally:
         restore_map_count(old)  # the target holds its mappings; the limit goes back
     flags = (f"--process.include=^{comm}$", *DEFAULT_FLAGS)
@@ -412,16 +418,16 @@ def main(argv: list[str] | None = None) -> int:
 # --- the fleet case --------------------------------------------------------------------------
 
 
-def run_fleet_case(n: int, mib: int, interval: float, scans: int, scrapes: int
-                   ) -> dict[str, object]:
+def run_fleet_case(n: int, mib: int, interval: float, scans: int, scrapes: int,
+                   flags: Sequence[str] = ()) -> dict[str, object]:
     """Return CPU per scan, RSS, threads, fds, scrape latency and series count of the daemon
-    watching ``n`` processes of ``mib`` MiB (:func:`start_fleet`)."""
+    watching ``n`` processes of ``mib`` MiB (:func:`start_fleet`), with extra ``flags``."""
     fleet = start_fleet(n, mib)
     workdir = Path(tempfile.mkdtemp(prefix="numa-bench-"))
     d: Daemon | None = None
     try:
         d = Daemon(("--process.min-resident=64MiB", "--process.include=^numa-bench-d$",
-                    f"--scan.interval={interval}s"), workdir)
+                    f"--scan.interval={interval}s", *flags), workdir)
         warm = 2  # the first scan reads every thread in full; the second is steady state
         d.wait_scans(warm, 60 + interval * warm * 4)
         cpu0 = d.cpu_seconds()
@@ -440,6 +446,10 @@ def run_fleet_case(n: int, mib: int, interval: float, scans: int, scrapes: int
         usage = d.usage()
         return {
             "processes": n,
+            "flags": list(flags),
+            "sampled": sum(1 for line in first.splitlines()
+                           if line.startswith("numa_process_placement_info{")
+                           and 'method="sampled"' in line),
             "scanned": statistics.median(int(str(r["processes"])) for r in recs),
             "left_for_next_scan": max(int(str(r.get("pending", 0))) for r in recs),
             "cpu_seconds_per_scan": (cpu1 - cpu0) / scans,

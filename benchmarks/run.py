@@ -206,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-daemon", action="store_true", help="skip the daemon case")
     ap.add_argument("--no-parse", action="store_true", help="skip the in-memory parse case")
     ap.add_argument("--daemon-sizes", help="comma-separated process counts (10,50,200)")
+    ap.add_argument("--daemon-flag", action="append", default=[], metavar="FLAG",
+                    help="extra exporter flag for the daemon case (repeatable), e.g. "
+                         "--daemon-flag=--placement.hold-budget=0.000001 to sample every "
+                         "process")
     ap.add_argument("--seed", type=int, default=1)
     ns = ap.parse_args(argv)
     rounds = ns.rounds or (15 if ns.quick else 21)
@@ -234,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         for n in sizes:
             print(f"daemon with {n} processes...", file=sys.stderr, flush=True)
             daemon.append(run_fleet_case(n, 70, interval=2.0, scans=4 if ns.quick else 8,
-                                          scrapes=30 if ns.quick else 100))
+                                          scrapes=30 if ns.quick else 100,
+                                          flags=ns.daemon_flag))
     meta = {"python": sys.version.split()[0], "kernel": platform.release(),
             "machine": platform.machine(), "compiled_scanner": COMPILED,
             "baseline": ns.baseline if mods else None, "rounds": rounds,

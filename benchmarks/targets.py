@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # One target, the one process every benchmark here watches: an anonymous region of MIB MiB
-# (4 KiB pages or THP, every page written), NMAPS separate mappings of MAP_PAGES pages each
-# (protections alternate so the kernel cannot merge neighbours into one VMA, every page
-# written) and NTHREADS threads in all, idle, under the name COMM. Prints "ready" once its
+# (4 KiB pages or THP, every page written; KIND "reserve": at the start of a 64 TiB
+# MAP_NORESERVE reservation), NMAPS separate mappings of MAP_PAGES pages each (protections
+# alternate so the kernel cannot merge neighbours into one VMA, every page written; with
+# NAMED=1 each is a MAP_SHARED mapping of a memfd of its own name, so that maps shows NMAPS
+# distinct paths) and NTHREADS threads in all, idle, under the name COMM. Prints "ready" once its
 # memory is in place. With LATENCY=1 it then loops mmap/write/munmap of a 64 KiB region and
 # records each iteration's latency (mmap and munmap take its mmap lock for writing, so they
 # stall while a reader walks its page tables), wall and net of its own run-queue wait
@@ -24,6 +26,7 @@ TARGET = r"""
 import array, ctypes, gc, mmap, os, sys, threading, time
 kind, mib, nthreads, nmaps, map_pages = sys.argv[1], *map(int, sys.argv[2:6])
 latency, comm = sys.argv[6] == "1", sys.argv[7].encode()
+named = len(sys.argv) > 8 and sys.argv[8] == "1"
 gc.disable()
 libc = ctypes.CDLL(None, use_errno=True)
 libc.prctl(15, comm, 0, 0, 0)
@@ -31,10 +34,14 @@ page = os.sysconf("SC_PAGE_SIZE")
 keep = []
 if mib:
     size = mib << 20
-    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    if kind == "reserve":  # MIB MiB written at the start of a 64 TiB MAP_NORESERVE range
+        m = mmap.mmap(-1, 64 << 40, flags=flags | 0x4000)
+    else:
+        m = mmap.mmap(-1, size, flags=flags)
     m.madvise(mmap.MADV_HUGEPAGE if kind == "thp" else mmap.MADV_NOHUGEPAGE)
     try:
-        m.madvise(23)  # MADV_POPULATE_WRITE (Linux 5.14)
+        m.madvise(23, 0, size)  # MADV_POPULATE_WRITE (Linux 5.14)
     except OSError:
         for i in range(0, size, page):
             m[i] = 1
@@ -46,7 +53,13 @@ if nmaps:
     rw = mmap.PROT_READ | mmap.PROT_WRITE
     length = map_pages * page
     for i in range(nmaps):
-        addr = libc.mmap(None, length, rw, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+        if named:
+            fd = os.memfd_create(f"numa-bench-{i}")
+            os.ftruncate(fd, length)
+            addr = libc.mmap(None, length, rw, mmap.MAP_SHARED, fd, 0)
+            os.close(fd)
+        else:
+            addr = libc.mmap(None, length, rw, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
         if addr is None or addr == ctypes.c_void_p(-1).value:
             print("mmap failed after", i, flush=True)
             sys.exit(1)
@@ -208,11 +221,14 @@ COMM = "numa-bench-t"
 
 def start_target(kind: str, mib: int, threads: int = 1, mappings: int = 0, *,
                  map_pages: int = 2, latency: bool = False, cpu: int | None = None,
-                 comm: str = COMM) -> Target:
-    """Start a target (``kind`` "4k" or "thp") named ``comm`` (at most 15 bytes), pinned to
+                 comm: str = COMM, named: bool = False) -> Target:
+    """Start a target (``kind`` "4k", "thp" or "reserve": 4 KiB pages at the start of a
+    64 TiB ``MAP_NORESERVE`` reservation) named ``comm`` (at most 15 bytes), pinned to
     ``cpu`` if given, and return it once its memory is written; ``latency`` makes it record
-    mmap/munmap latency in windows (:meth:`Target.start_window`)."""
-    return _start(TARGET, kind, mib, threads, mappings, map_pages, int(latency), comm, cpu=cpu)
+    mmap/munmap latency in windows (:meth:`Target.start_window`); ``named``: its
+    ``mappings`` are memfds of distinct names (shared memory), not anonymous."""
+    return _start(TARGET, kind, mib, threads, mappings, map_pages, int(latency), comm,
+                  int(named), cpu=cpu)
 
 
 def start_fleet(n: int, mib: int) -> Target:

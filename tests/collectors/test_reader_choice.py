@@ -32,7 +32,8 @@ class FakeSampled:
         self.max_queries: list[int | None] = []
 
     def __call__(self, files: ProcessFiles, status: PidStatus, *,
-                 max_queries: int | None = None, deadline: object = None
+                 max_queries: int | None = None, deadline: object = None,
+                 memory: object = None, host_migrated: int | None = None
                  ) -> PlacementEstimate:
         self.calls += 1
         self.max_queries.append(max_queries)

@@ -45,7 +45,7 @@ PENDING_FLAGS: frozenset[str] = frozenset()
 _PROMQL_WORDS = {
     "and", "or", "unless", "on", "ignoring", "by", "without", "group_left", "group_right",
     "bool", "offset", "sum", "rate", "time", "vector", "count", "max", "min", "avg", "topk",
-    "histogram_quantile", "le", "inf", "nan", "increase", "absent", "label_replace",
+    "histogram_quantile", "le", "inf", "nan", "increase", "absent", "label_replace", "sqrt",
 }
 
 

@@ -87,12 +87,16 @@ KSM_EXPOSITION = "".join(
 # (panel title, refId) -> why no exporter here has data for it. Parse-only.
 PARSE_ONLY = {
     ("Bytes arriving / leaving per node", "A"):
-        "numa_process_node_arrived_bytes_total needs resident bytes to move between scans: the "
-        "fixture roots are static; this host has data only when a process grows meanwhile",
+        "numa_process_node_arrived_bytes_total needs pages to migrate between nodes between "
+        "scans: the fixture roots are static and growth is not movement",
     ("Bytes arriving / leaving per node", "B"):
         "numa_process_node_departed_bytes_total: as above",
     ("Sampling error of the remote ratio", "A"):
         "numa_process_remote_memory_ratio_stderr > 0: only sampled placement reads have it",
+    ("Resident bytes per node and kind", "B"):
+        "numa_process_memory_bytes_stderr > 0: only sampled placement reads have it",
+    ("Sampling error of the remote ratio", "C"):
+        "numa_process_placement_info{method=\"sampled\"}: only sampled placement reads have it",
     ("Sampling error of the remote ratio", "B"):
         "numa_process_placement_sampled_pages: only sampled placement reads have it",
     ("Estimated mmap-lock hold, and bytes the sample could not place", "B"):

@@ -37,6 +37,7 @@ from numa_exporter.readers.sampled_placement import (
     read_sampled,
     sampling_available,
 )
+from numa_exporter.sources.deadline import Deadline, Expired
 from numa_exporter.sources.errors import Gone
 from numa_exporter.sources.move_pages import MovePages
 from numa_exporter.sources.procfs import ProcFS
@@ -181,10 +182,11 @@ def test_bad_arguments_are_refused_not_trusted() -> None:
     with pytest.raises(ValueError):
         fast.query(279, 1, array("Q", range(3)), 2, 5, 1023)  # past the end
     with pytest.raises(ValueError):
-        fast.maps_frame(b"", 4095, lambda raw: 0, 10, (0, 0, 0, 0))  # not a power of two
-    with pytest.raises(ZeroDivisionError):  # a failing classifier surfaces, nothing leaks
-        fast.maps_frame(b"1000-2000 rw-p 0 00:00 0 /x\n", PAGE, lambda raw: 1 // 0, 10,
-                        (0, 0, 0, 0))
+        fast.maps_frame(b"", 4095, (), 10, (0, 0, 0, 0))  # not a power of two
+    with pytest.raises(TypeError):  # a mount prefix that is not bytes
+        fast.maps_frame(b"1000-2000 rw-p 0 00:00 0 /x\n", PAGE, ("/x/",), 10, (0, 0, 0, 0))
+    with pytest.raises(ValueError):  # more mounts than it takes
+        fast.path_kind(b"/x", tuple(b"/m%d/" % i for i in range(fast.MAX_MOUNTS + 1)))
 
 
 CHILD = textwrap.dedent("""
@@ -340,3 +342,160 @@ def test_any_maps_text_gives_the_reference_frame(lines: list[bytes], pieces: int
     got, ref = _fast(text, pieces), _pure(text, pieces)
     assert got == ref
     assert list(got.strata) == list(ref.strata)
+
+
+# ---- path classification in C (no Python call per distinct path) ----
+
+#: Raw path columns as maps prints them, hostile ones first: a newline is escaped by the
+#: kernel as \012 (a backslash is not escaped), an unlinked file ends in " (deleted)" (and
+#: a file may be named so), memfds, SysV segments, /dev/zero, named anonymous memory.
+HOSTILE_PATHS = (
+    b"", b" ", b"   ", b"/usr/lib/x.so", b"/memfd:x", b"/memfd:x (deleted)",
+    b"/memfd:a\\012[vdso] (deleted)", b"/memfd:\\012", b"/memfd: (deleted) (deleted)",
+    b"/memfd:numa-bench-59999 (deleted)", b"/dev/zero", b"/dev/zero (deleted)",
+    b"/dev/zero\\012x", b"/dev/\\012zero", b"/dev/zer", b"/dev/", b"/dev", b"/dev/sda",
+    b"/dev/dri/card0 (deleted)", b"/dev/shm/a b\\012c", b"/dev/shm", b"/run/shm/x",
+    b"/SYSV00000000 (deleted)", b"/SYSV", b"/SYS", b"/sysv0", b"/i915", b"/i915x",
+    b"[anon:x]", b"[anon:\\012]", b"[anon_shmem:x]", b"[anon_shmem:", b"[anon_shmem",
+    b"[heap]", b"[stack]", b"[vdso]", b"[vdso] (deleted)", b"[vdso] ", b"[vvar]",
+    b"[vvar_vclock]", b"[vsyscall]", b"[uprobes]", b"[vdso]\\012", b"[", b" (deleted)",
+    b"  (deleted)", b"x (deleted)", b"x (deleted)  ", b"x  (deleted)", b"(deleted)",
+    b"/anon_hugepage", b"/anon_hugepage (deleted)", b"/anon_hugepage/x", b"/anon_hugepag",
+    b"/dev/hugepages/seg", b"/dev/hugepages", b"/dev/hugepages/", b"/mnt/huge/x",
+    b"/mnt/huge", b"\\012", b"\\01", b"\\0120", b"\\\\012", b"\\012\\012 (deleted)",
+    b"/\xff\xfe not utf-8", b"/caf\xc3\xa9", b"\x00/dev/zero", b"/dev/zero\x00",
+    b"\t/dev/zero", b"/x\r", b"/x\t (deleted)",
+)
+MOUNT_SETS = (("/dev/hugepages",), (), ("/mnt/huge/", "/dev/hugepages"), ("",), ("/",),
+              ("[anon",), ("/dev/hugepages\n",))
+
+
+@needs_compiled
+def test_the_extensions_texts_are_the_references() -> None:
+    fast = sampled_compiled._sampled_fast
+    assert fast is not None
+    assert tuple(p.encode() for p in numa_maps.SHMEM_PREFIXES) == fast.SHMEM_PREFIXES
+    assert set(fast.PSEUDO_PATHS) == {p.encode() for p in pid_maps.PSEUDO_PATHS}
+    assert len(fast.PSEUDO_PATHS) == len(pid_maps.PSEUDO_PATHS)
+    assert pid_maps._DELETED.encode() == fast.DELETED
+    assert fast.NEWLINE_ESCAPE == pid_maps.NEWLINE_ESCAPE
+    assert pid_maps.HUGETLB_ANON_PATH.encode() == fast.HUGETLB_ANON_PATH
+    assert pid_maps.ANON_SHMEM_PREFIX.encode() == fast.ANON_SHMEM_PREFIX
+
+
+@needs_compiled
+@pytest.mark.parametrize("mounts", MOUNT_SETS)
+def test_c_classifies_hostile_paths_as_the_reference_does(mounts: tuple[str, ...]) -> None:
+    fast = sampled_compiled._sampled_fast
+    assert fast is not None
+    prefixes = sampled_compiled.mount_prefixes(mounts)
+    got = {raw: fast.path_kind(raw, prefixes) for raw in HOSTILE_PATHS}
+    ref = {raw: sampled_compiled.path_kind(raw, mounts) for raw in HOSTILE_PATHS}
+    assert got == ref
+    # the cases the issue names, by kind (the reference could be wrong too)
+    if mounts == MOUNTS:
+        codes = {k: i for i, k in enumerate(sampled_compiled.KINDS)}
+        assert got[b"/memfd:x (deleted)"] == codes[Kind.SHMEM]
+        assert got[b"/dev/zero (deleted)"] == codes[Kind.SHMEM]
+        assert got[b"/SYSV00000000 (deleted)"] == codes[Kind.SHMEM]
+        assert got[b"[anon:x]"] == got[b""] == codes[Kind.ANON]
+        assert got[b"/dev/hugepages/seg"] == codes[Kind.HUGETLB]
+        assert got[b"/usr/lib/x.so"] == codes[Kind.FILE]
+        assert got[b"[vdso]"] == got[b"/dev/sda"] == -1
+        assert got[b"/dev/\\012zero"] == -1  # a newline after /dev/: no shmem prefix
+
+
+_PATH_PIECE = st.sampled_from([b"/dev/", b"zero", b"/memfd:", b"/SYSV", b"[", b"]",
+                               b"anon_shmem:", b"vdso", b" (deleted)", b" ", b"\\012",
+                               b"\\", b"012", b"/dev/hugepages/", b"/anon_hugepage",
+                               b"/i915", b"/dev/shm/", b"x", b"\xff"])
+
+
+@needs_compiled
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PATH_PIECE, max_size=6), st.sampled_from(MOUNT_SETS))
+def test_c_classifies_composed_paths_as_the_reference_does(
+        pieces: list[bytes], mounts: tuple[str, ...]) -> None:
+    fast = sampled_compiled._sampled_fast
+    assert fast is not None
+    raw = b"".join(pieces)
+    assert (fast.path_kind(raw, sampled_compiled.mount_prefixes(mounts))
+            == sampled_compiled.path_kind(raw, mounts))
+
+
+MEMFD_CHILD = textwrap.dedent("""
+    import mmap, os
+    names = ["plain", "nl\\nname", "x (deleted)", "[vdso]", "zero", "a\\\\012b", " sp "]
+    keep, fds = [], []
+    for i in range(300):
+        fd = os.memfd_create(names[i % len(names)] + str(i))
+        os.ftruncate(fd, 4096)
+        keep.append(mmap.mmap(fd, 4096))
+        fds.append(fd)
+    for fd in fds[::2]:
+        os.close(fd)
+    z = os.open("/dev/zero", os.O_RDWR)
+    keep.append(mmap.mmap(z, 1 << 20))
+    print("ready", flush=True)
+    os.read(0, 1)
+""")
+
+
+@needs_compiled
+def test_a_real_process_of_many_hostile_memfd_names_gives_the_reference_frame() -> None:
+    p = subprocess.Popen([sys.executable, "-c", MEMFD_CHILD], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        text = b"".join(ProcFS(PROC).process(p.pid).maps())
+    finally:
+        assert p.stdin is not None
+        p.stdin.close()
+        p.wait(timeout=30)
+    assert text.count(b"/memfd:") >= 300 and b"\\012name" in text  # escaped by the kernel
+    got = _parse((text,), PAGE, MOUNTS)
+    ref = _parse((text,), PAGE, MOUNTS, compiled=False)
+    assert got == ref
+    assert got.strata[Kind.SHMEM].pages >= 300
+
+
+def _maps_text(lines: int, path: bytes = b"") -> bytes:
+    """Return a maps text of ``lines`` one-page mappings, each with ``path`` and its number."""
+    return b"".join(b"%012x-%012x rw-s 00000000 00:01 %d %s%d\n"
+                    % ((0x7F0000000000 + 2 * i * PAGE), (0x7F0000000000 + (2 * i + 1) * PAGE),
+                       i, path, i) for i in range(lines))
+
+
+def test_the_frame_cache_keeps_a_large_maps_text_within_its_bytes() -> None:
+    # 30,000 memfd mappings: a text of over 1 MiB, parsed once while unchanged
+    text = _maps_text(30_000, b"/memfd:numa-bench-")
+    assert len(text) > 1 << 21
+    cache = FrameCache()
+    first = cache.frame(1, (text[:100_000], text[100_000:]), PAGE, MOUNTS)
+    assert cache.frame(1, (text,), PAGE, MOUNTS) is first
+    assert first.mappings == 30_000
+    # bounded: the kept texts never exceed max_bytes; the oldest goes first
+    small = FrameCache(max_bytes=len(text) + 10)
+    small.frame(1, (text,), PAGE, MOUNTS)
+    two = small.frame(2, (text,), PAGE, MOUNTS)
+    assert small.kept_bytes == len(text)
+    assert small.frame(2, (text,), PAGE, MOUNTS) is two
+    small.frame(1, (text,), PAGE, MOUNTS)  # pid 2's goes to make room
+    assert small.frame(2, (text,), PAGE, MOUNTS) is not two
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_parse_counts_against_the_deadline(compiled: bool) -> None:
+    # a text of many pieces: the deadline is checked as it is parsed, and one that has
+    # passed gives the parse up
+    text = _maps_text(40_000, b"/memfd:n")
+    ticks: list[int] = []
+
+    def clock() -> float:
+        ticks.append(1)
+        return 0.0
+
+    _parse((text,), PAGE, MOUNTS, compiled, Deadline(at=1.0, clock=clock))
+    assert len(ticks) >= 4
+    with pytest.raises(Expired):
+        FrameCache().frame(1, (text,), PAGE, MOUNTS, compiled, Deadline(at=0.0))

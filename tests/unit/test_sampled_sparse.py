@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import random
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from numa_exporter.model.sampling import make_stratum
+from numa_exporter.model.sampling import PlacementEstimate, StratumResult, make_stratum
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_status import parse_pid_status
 from numa_exporter.readers import sampled_sparse
@@ -23,6 +24,7 @@ from numa_exporter.readers.sampled_sparse import (
     narrow_strata,
     narrowed,
 )
+from numa_exporter.sources import pagemap_scan
 from numa_exporter.sources.pagemap_scan import PagemapScan, PagemapScanUnsupported
 from numa_exporter.sources.procfs import ProcFS
 
@@ -66,7 +68,7 @@ def test_an_empty_reservation_goes_and_small_and_dense_ranges_stay() -> None:
     fake = FakePagemap([SMALL, (EMPTY[0] + 5 * PAGE, EMPTY[0] + 9 * PAGE), DENSE])
     resident = 128 * MiB + MiB + 4 * PAGE
     assert is_sparse(s, resident)
-    got, used = narrow(s, fake.present, 8, resident)
+    got, used, _, _ = narrow(s, fake.present, 8, resident)
     # the biggest range first: the reservation shrinks to its one run of 4 pages, and the
     # stratum is then dense enough: the dense range is not scanned at all
     assert got.ranges == (SMALL, (EMPTY[0] + 5 * PAGE, EMPTY[0] + 9 * PAGE), DENSE)
@@ -78,19 +80,19 @@ def test_the_calls_are_bounded_and_the_rest_stays_virtual() -> None:
     lone = (EMPTY[0] + 3 * GiB, EMPTY[0] + 3 * GiB + 128 * MiB)  # 32768 pages
     s = make_stratum(Kind.ANON, [EMPTY], PAGE)
     fake = FakePagemap([(EMPTY[0], EMPTY[0] + 64 * MiB), lone])
-    got, used = narrow(s, fake.present, 1, 128 * MiB)  # one call: 32768 pages at most
+    got, used, unscanned, _ = narrow(s, fake.present, 1, 128 * MiB)  # 32768 pages at most
     assert used == 1
-    # the first run whole (16384 pages) and half of the second (16384 of 32768); from
-    # there on the range is virtual
+    # the first run whole (16384 pages) and half of the second (16384 of 32768); the rest
+    # of the reservation was never scanned: left out, a stratum of its own
     half = lone[0] + 64 * MiB
-    assert got.ranges[:2] == ((EMPTY[0], EMPTY[0] + 64 * MiB), (lone[0], half))
-    assert got.ranges[2] == (half, EMPTY[1])
+    assert got.ranges == ((EMPTY[0], EMPTY[0] + 64 * MiB), (lone[0], half))
+    assert unscanned == EMPTY[1] - half
 
 
 def test_nothing_present_leaves_the_stratum_as_it_was() -> None:
     s = make_stratum(Kind.ANON, [EMPTY], PAGE)
-    got, used = narrow(s, FakePagemap([]).present, 8, GiB)
-    assert got is s and used == 1
+    got, used, unscanned, _ = narrow(s, FakePagemap([]).present, 8, GiB)
+    assert got is s and used == 1 and unscanned == 0
 
 
 def test_only_sparse_strata_are_narrowed_in_their_order() -> None:
@@ -99,7 +101,8 @@ def test_only_sparse_strata_are_narrowed_in_their_order() -> None:
     small = make_stratum(Kind.SHMEM, [SMALL], PAGE)  # sparse, but no big range
     strata = {Kind.FILE: dense, Kind.ANON: sparse, Kind.SHMEM: small}
     fake = FakePagemap([(EMPTY[0], EMPTY[0] + PAGE)])
-    got, used = narrow_strata(strata, {Kind.FILE: 128 * MiB, Kind.ANON: PAGE}, fake.present)
+    got, used, _ = narrow_strata(strata, {Kind.FILE: 128 * MiB, Kind.ANON: PAGE},
+                                 fake.present)
     assert list(got) == [Kind.FILE, Kind.ANON, Kind.SHMEM]
     assert got[Kind.FILE] is dense and got[Kind.SHMEM] is small
     assert got[Kind.ANON].ranges == ((EMPTY[0], EMPTY[0] + PAGE),) and used == 1
@@ -114,7 +117,7 @@ def test_without_pagemap_scan_the_strata_stay(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(sampled_sparse, "PagemapScan", NoScan)
     monkeypatch.setattr(sampled_sparse._Availability, "usable", None)
     strata = {Kind.ANON: make_stratum(Kind.ANON, [EMPTY], PAGE)}
-    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}) is strata
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}) == (strata, {})
     assert sampled_sparse._Availability.usable is False  # asked once, not every read
 
 
@@ -170,8 +173,8 @@ def test_a_dense_range_costs_one_call_when_it_cannot_be_the_reservation() -> Non
     dense = (0x7F0000000000, 0x7F0000000000 + GiB)
     s = make_stratum(Kind.ANON, [*stacks, dense], PAGE)
     fake = FakePagemap([dense])
-    got, used = narrow(s, fake.present, 8, GiB)
-    assert used == 1
+    got, used, unscanned, _ = narrow(s, fake.present, 8, GiB)
+    assert used == 1 and unscanned == 0
     assert got.pages == s.pages  # the present 128 MiB and the rest, still virtual
 
 
@@ -181,6 +184,155 @@ def test_a_reservation_is_scanned_past_its_dense_start() -> None:
     big = (0x7E0000000000, 0x7E0000000000 + 16 * TiB)
     s = make_stratum(Kind.ANON, [big], PAGE)
     fake = FakePagemap([(big[0], big[0] + 512 * MiB)])
-    got, used = narrow(s, fake.present, 8, 512 * MiB)
+    got, used, _, _ = narrow(s, fake.present, 8, 512 * MiB)
     assert used == 5  # four of 128 MiB, one that walks the rest and finds nothing
     assert got.pages == 512 * MiB // PAGE
+
+
+def test_a_reservation_is_scanned_on_across_reads_and_its_runs_reused() -> None:
+    # 1 GiB dense and then 64 spread pages in a 16 TiB reservation, 3 calls a read: the
+    # scan goes on where the last read stopped; the part never scanned is left out
+    big = (0x7E0000000000, 0x7E0000000000 + 16 * TiB)
+    spread = [(big[0] + 2 * GiB + i * GiB, big[0] + 2 * GiB + i * GiB + PAGE)
+              for i in range(64)]
+    fake = FakePagemap([(big[0], big[0] + GiB), *spread])
+    s = make_stratum(Kind.ANON, [big], PAGE)
+    state: sampled_sparse.ScanState = {}
+    resident = GiB + 64 * PAGE
+    first = narrow(s, fake.present, 3, resident, state)
+    assert first.stratum.ranges == ((big[0], big[0] + 3 * 128 * MiB),)
+    assert first.unscanned == big[1] - (big[0] + 3 * 128 * MiB)
+    assert first.present == 3 * 128 * MiB
+    reads = [narrow(s, fake.present, 3, resident, state) for _ in range(2)]
+    # 8 calls find the dense GiB, the ninth walks the rest and finds the spread pages
+    assert [r.calls for r in reads] == [3, 3]
+    assert [r.unscanned > 0 for r in reads] == [True, False]
+    assert reads[-1].stratum.ranges == ((big[0], big[0] + GiB), *spread)
+    # the next read starts a new pass; what it did not reach yet is the last pass's
+    again = narrow(s, fake.present, 1, resident, state)
+    assert again.unscanned == 0 and again.stratum.ranges == reads[-1].stratum.ranges
+    # a changed mapping (another end) is scanned afresh
+    moved = make_stratum(Kind.ANON, [(big[0], big[1] - GiB)], PAGE)
+    got, _, _ = narrow_strata({Kind.ANON: moved}, {Kind.ANON: resident}, fake.present, 1,
+                              state)
+    assert list(state) == [(big[0], big[1] - GiB)]
+    assert got[Kind.ANON].ranges == ((big[0], big[0] + 128 * MiB),)
+
+
+def test_runs_beyond_the_bound_are_joined_across_their_smallest_gaps() -> None:
+    runs = [(i * 3 * PAGE, i * 3 * PAGE + PAGE) for i in range(8)]
+    got = sampled_sparse._coarsen(runs, 4, PAGE)
+    assert len(got) <= 4 and got[0][0] == 0 and got[-1][1] == runs[-1][1]
+    assert all(any(x <= a and b <= y for x, y in got) for a, b in runs)
+
+
+RESERVATION = textwrap.dedent("""
+    import mmap, os, sys
+    size, dense = int(sys.argv[1]), int(sys.argv[2])
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)
+    for i in range(0, dense, 4096):  # dense at the start of the reservation
+        m[i] = 1
+    print("ready", flush=True)
+    os.read(0, 1)
+""")
+
+
+@pytest.fixture
+def reservation_child() -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """A child with 2 GiB written at the start of a 64 TiB MAP_NORESERVE reservation
+    (MAP_NORESERVE is not accounted at vm.overcommit_memory 0 or 1; where the address
+    space is smaller, the largest of 64, 16, 4 TiB that maps)."""
+    ok, why = sampling_available(Path("/proc"))
+    if not ok:
+        pytest.skip(f"sampling unavailable here: {why}")
+    try:
+        with PagemapScan("/proc/self") as scan:
+            scan.present(0x10000, 0x20000, 1)
+    except PagemapScanUnsupported as exc:
+        pytest.skip(f"no PAGEMAP_SCAN here: {exc}")
+    for size in (64 * TiB, 16 * TiB, 4 * TiB):
+        p = subprocess.Popen([sys.executable, "-c", RESERVATION, str(size), str(2 * GiB)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert p.stdout is not None
+        if p.stdout.readline().strip() == "ready":
+            break
+        p.wait(timeout=30)
+    else:
+        pytest.skip("no reservation of 4 TiB or more maps here")
+    yield p, size
+    assert p.stdin is not None
+    p.stdin.close()
+    p.wait(timeout=30)
+
+
+def test_two_gib_dense_in_a_huge_reservation_is_placed_in_every_read(
+        reservation_child: tuple[subprocess.Popen[str], int]) -> None:
+    # the issue's case: more present pages than the old 8 calls reached (1 GiB); each read
+    # of the sampled reader, as the scan makes them, must place >= 90 % of the bytes
+    child, size = reservation_child
+    assert size >= 4 * TiB
+    pf = ProcFS(Path("/proc")).process(child.pid)
+    scans = sampled_sparse.ScanCache()
+    for seed in range(4):
+        st = parse_pid_status(pf.status())
+        rss = (st.rss_anon or 0) + (st.rss_file or 0) + (st.rss_shmem or 0)
+        assert (st.rss_anon or 0) >= 2 * GiB
+        est = read_sampled(pf, st, rng=random.Random(seed), max_queries=2000, scans=scans)
+        assert est.total_bytes >= 0.9 * rss, (seed, est.total_bytes, est.unsampled_bytes)
+
+
+def test_the_bytes_an_unscanned_part_may_hold_are_reported_unsampled() -> None:
+    # 1,000 of 4,000 queried pages resident over 1 GiB drawn: 256 MiB found; status counts
+    # 1 GiB of anon, so 768 MiB may lie in the part never scanned: taken off the placed
+    # bytes (node shares kept) and reported unsampled
+    res = StratumResult(Kind.ANON, GiB // PAGE, 4000, 1000, ((0, 750), (1, 250)), False, GiB)
+    est = PlacementEstimate(bytes={(0, Kind.ANON): 768 * MiB, (1, Kind.ANON): 256 * MiB,
+                                   (0, Kind.FILE): MiB},
+                            strata=(res,), unsampled_bytes=PAGE)
+    left = sampled_sparse.Unscanned
+    got = sampled_sparse.set_aside(est, {Kind.ANON: left(TiB, 0)}, {Kind.ANON: GiB}, PAGE)
+    assert got.bytes == {(0, Kind.ANON): 192 * MiB, (1, Kind.ANON): 64 * MiB,
+                         (0, Kind.FILE): MiB}
+    assert got.unsampled_bytes == PAGE + 768 * MiB
+    # no more than the unscanned part's virtual bytes
+    small = sampled_sparse.set_aside(est, {Kind.ANON: left(512 * MiB, 0)}, {Kind.ANON: GiB},
+                                     PAGE)
+    assert small.unsampled_bytes == PAGE + 512 * MiB
+    # the present bytes the scans found count as found where the sample saw fewer
+    seen = sampled_sparse.set_aside(est, {Kind.ANON: left(TiB, 768 * MiB)},
+                                    {Kind.ANON: GiB}, PAGE)
+    assert seen.unsampled_bytes == PAGE + 256 * MiB
+    assert sampled_sparse.set_aside(est, {}, {Kind.ANON: GiB}, PAGE) is est
+
+
+def test_a_kernel_without_the_ioctl_answers_enotty_and_nothing_is_narrowed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Linux 6.1: /proc/<pid>/pagemap opens, the ioctl answers ENOTTY: no narrowing, no
+    # bytes set aside, and the kernel is not asked again
+    calls = []
+
+    def enotty(fd: int, request: int, arg: bytearray, mutate: bool) -> int:
+        calls.append(request)
+        raise OSError(errno.ENOTTY, "Inappropriate ioctl for device")
+
+    monkeypatch.setattr(pagemap_scan.fcntl, "ioctl", enotty)
+    monkeypatch.setattr(sampled_sparse._Availability, "usable", None)
+    strata = {Kind.ANON: make_stratum(Kind.ANON, [EMPTY], PAGE)}
+    state: sampled_sparse.ScanState = {}
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
+    assert len(calls) == 1 and sampled_sparse._Availability.usable is False
+
+
+def test_the_scan_cache_is_bounded_in_runs_and_processes() -> None:
+    cache = sampled_sparse.ScanCache(max_entries=3, max_runs=10)
+    for pid in (1, 2, 3):
+        cache.state(pid)[(pid, pid + 1)] = sampled_sparse.RangeScan(
+            0, 1 << 30, [(i * 2 * PAGE, (i * 2 + 1) * PAGE) for i in range(4)])
+    # 12 runs kept for 3 pids: asking for a fourth drops the oldest until both fit
+    assert cache.runs() == 12
+    cache.state(4)
+    assert cache.runs() <= 10 and 1 not in cache._states and 4 in cache._states
+    # asking for a kept one keeps it (the newest now) and what it holds
+    assert list(cache.state(3)) == [(3, 4)]
+    assert list(cache._states)[-1] == 3

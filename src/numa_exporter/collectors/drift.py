@@ -1,4 +1,4 @@
-"""Collector ``drift``: placement change since warm-up and net page movement per node."""
+"""Collector ``drift``: placement change since warm-up and page movement per node."""
 
 from __future__ import annotations
 
@@ -24,12 +24,16 @@ CHANGE = MetricSpec(
     "(positive: drifted remote).", P)
 ARRIVED = MetricSpec(
     "numa_process_node_arrived_bytes_total", "counter",
-    "Net resident bytes of the process that appeared on the node, summed over consecutive "
-    "reads of the process.", (*P, "node"), level="full", bounds=(("node", "nodes"),))
+    "Bytes of the process that moved onto the node from another node (migration: not "
+    "allocation), summed over consecutive reads: a full read counts the part of the per-node "
+    "changes that balances out, a sampled read the followed pages it saw change node; "
+    "nothing while the host's pgmigrate_success stands still.", (*P, "node"), level="full",
+    bounds=(("node", "nodes"),))
 DEPARTED = MetricSpec(
     "numa_process_node_departed_bytes_total", "counter",
-    "Net resident bytes of the process that left the node, summed over consecutive reads of "
-    "the process.", (*P, "node"), level="full", bounds=(("node", "nodes"),))
+    "Bytes of the process that moved off the node to another node (migration: not freeing), "
+    "counted as numa_process_node_arrived_bytes_total counts them.", (*P, "node"), level="full",
+    bounds=(("node", "nodes"),))
 
 SPECS = (BASELINE, CHANGE, ARRIVED, DEPARTED)
 
@@ -52,4 +56,5 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
 
 
 COLLECTOR = CollectorDef(
-    "drift", "baseline, drift since warm-up and net page movement per node", SPECS, emit)
+    "drift", "baseline, drift since warm-up and page movement (migration) per node", SPECS,
+    emit)

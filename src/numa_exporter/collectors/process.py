@@ -81,8 +81,10 @@ NEXT_READ = MetricSpec(
 PLACEMENT = MetricSpec(
     "numa_process_placement_info", "info",
     "Always 1; the method label says how the process's placement was measured: full (every "
-    "mapping of numa_maps) or sampled (estimated from a sample of its pages).",
-    (*P, "method"))
+    "mapping of numa_maps) or sampled (estimated from a sample of its pages); the path label "
+    "how its pages were found: full, move_pages (sampled over its mappings) or pagemap_scan "
+    "(sparse mappings narrowed to their present pages first, kernels 6.7 and later).",
+    (*P, "method", "path"))
 SAMPLED_PAGES = MetricSpec(
     "numa_process_placement_sampled_pages", "gauge",
     "Pages whose node was looked up to estimate the placement of the process; absent for a "
@@ -92,16 +94,24 @@ RATIO_STDERR = MetricSpec(
     "Standard error of numa_process_remote_memory_ratio: 0 for a full read, the sampling "
     "error of a sampled estimate (absent when unknown; 0 is left out for processes below "
     "--process.detail-above).", P, drop_zero="summary")
+NODE_STDERR = MetricSpec(
+    "numa_process_memory_bytes_stderr", "gauge",
+    "Largest standard error, in bytes, of the process's resident bytes on one node (the sum "
+    "of numa_process_memory_bytes over kinds): 0 for a full read; for a sampled estimate it "
+    "shrinks read after read while nothing of the process moves (earlier reads' samples are "
+    "carried; 0 is left out for processes below --process.detail-above).", P,
+    drop_zero="summary")
 
 PLACEMENT_SPECS = (INFO, MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START,
-                   READ_DURATION, LAST_READ, NEXT_READ, PLACEMENT, SAMPLED_PAGES, RATIO_STDERR)
+                   READ_DURATION, LAST_READ, NEXT_READ, PLACEMENT, SAMPLED_PAGES, RATIO_STDERR,
+                   NODE_STDERR)
 SPECS = (*PLACEMENT_SPECS, *process_cost.SPECS)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the per-process placement families of the snapshot's processes."""
-    info, mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err = (
-        family(s) for s in PLACEMENT_SPECS)
+    (info, mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how, pages, err,
+     nerr) = (family(s) for s in PLACEMENT_SPECS)
     for p in snap.processes:
         lv = [str(p.pid)]
         info.add_metric([*lv, p.comm], 1)  # comm is label text from its parser
@@ -123,7 +133,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             last.add_metric(lv, p.last_scan_timestamp)
         if p.next_scan_timestamp is not None:
             nxt.add_metric(lv, p.next_scan_timestamp)
-        how.add_metric([*lv, p.method], 1)
+        how.add_metric([*lv, p.method, p.path], 1)
         if p.samples is not None:
             pages.add_metric(lv, p.samples)
         stderr = p.remote_ratio_stderr
@@ -131,8 +141,11 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             stderr = 0.0  # every page was counted: no sampling error
         if stderr is not None:
             err.add_metric(lv, stderr)
+        node_err = 0.0 if p.method == "full" else p.node_bytes_stderr
+        if node_err is not None:
+            nerr.add_metric(lv, node_err)
     yield from (info, mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how,
-                pages, err)
+                pages, err, nerr)
     yield from process_cost.emit(snap)
 
 

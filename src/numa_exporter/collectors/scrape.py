@@ -32,7 +32,7 @@ SERIES = MetricSpec(
     "numa_exporter_series", "gauge",
     "Series (samples) the collector served in the last rendering, after --process.detail-above "
     "left out what it trims; the sum over collectors is the exporter's own series budget "
-    "(without process_*, python_* and numa_exporter_web_*).",
+    "(without process_*, python_* and the web server's counters).",
     ("collector",), bounds=(("collector", 11),))
 
 SPECS = (SUCCESS, DURATION, SERIES)

@@ -1,7 +1,28 @@
-"""Drift after warm-up: a process's baseline placement and its net page movement per node.
+"""Drift after warm-up: a process's baseline placement and the pages that moved per node.
 
 One :class:`DriftTrack` belongs to one process identity (pid + start time); its owner (the
 per-process state) decides when a process is new.
+
+Movement is pages that changed node, never allocation or freeing, and the same for both
+ways of reading a process:
+
+* a **full read** (exact bytes per node) counts the balanced part of the per-node changes
+  since the previous full read: with ``P`` the bytes gained and ``N`` the bytes lost over
+  all nodes, ``min(P, N)`` bytes moved, shared out over the nodes that gained (arrived) and
+  those that lost (departed) in proportion to their changes. Growth (``P - N``) is
+  allocation, shrinkage freeing: neither counts;
+* a **sampled read** counts what its followed pages show
+  (:mod:`numa_exporter.model.sample_memory`): never the difference of two estimates, which
+  is mostly sampling noise.
+
+Both are gated on the host's own migration counter (``pgmigrate_success``): when the host
+migrated no page at all since the previous read, nothing of the process moved (a page freed
+on one node and one allocated on another in between is allocation, not movement). The
+kernel adds to that counter when a migrate_pages call *ends*, so a full read keeps its
+baseline while the gate is shut and compares against it once the counter moves; the sampled
+reader also checks its fresh sample against what it carried (``readers/sampled_memory.py``).
+Where the counter is unknown the gate stays open. A full read after a sampled one (or the
+reverse) compares nothing: the sampled read counted its own interval.
 """
 
 from __future__ import annotations
@@ -11,6 +32,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from numa_exporter.model.sample_memory import migrated_since
 from numa_exporter.model.snapshot import Drift
 
 MIN_AGREEING_SCANS = 3  # the baseline is a median: one bad scan among three cannot set it
@@ -37,7 +59,8 @@ class DriftTrack:
 
     rss: deque[int]
     ratios: deque[float]
-    last_nodes: dict[int, int] | None = None
+    last_nodes: dict[int, int] | None = None  # the last *full* read's bytes per node
+    host_migrated: int | None = None  # the host's migrated pages at the last read
     arrived: dict[int, int] = field(default_factory=dict)
     departed: dict[int, int] = field(default_factory=dict)
     baseline: float | None = None
@@ -48,26 +71,44 @@ class DriftTrack:
         return cls(rss=deque(maxlen=rule.window), ratios=deque(maxlen=rule.window))
 
     def observe(self, rule: WarmupRule, age: float | None, rss: int,
-                node_bytes: Mapping[int, int], remote_ratio: float) -> Drift:
+                node_bytes: Mapping[int, int], remote_ratio: float, *,
+                host_migrated: int | None = None,
+                moved: Mapping[tuple[int, int], int] | None = None,
+                exact: bool = True) -> Drift:
         """Return the drift after recording this scan's placement.
 
         ``age`` is the process's age in seconds (None when the boot time is unknown: the
         process is then never taken as warm). The baseline is the median remote ratio of the
         last warm-up window, taken once the process is old enough and its RSS is stable.
+        ``host_migrated``: the host's migrated-pages counter now
+        (:func:`~numa_exporter.model.sample_memory.host_migrated_pages`; None: unknown).
+        ``exact``: ``node_bytes`` come from a full read; else ``moved`` holds the bytes a
+        sampled read saw moving per (from, to) node (None: it saw nothing either way).
         """
-        if self.last_nodes is not None:
-            for node in set(self.last_nodes) | set(node_bytes):
-                delta = node_bytes.get(node, 0) - self.last_nodes.get(node, 0)
-                if delta > 0:
-                    self.arrived[node] = self.arrived.get(node, 0) + delta
-                elif delta < 0:
-                    self.departed[node] = self.departed.get(node, 0) - delta
-        self.last_nodes = dict(node_bytes)
+        quiet = migrated_since(self.host_migrated, host_migrated) == 0
+        self.host_migrated = host_migrated
+        if exact:
+            if self.last_nodes is None or not quiet:
+                if self.last_nodes is not None:
+                    self._count(balanced_moves(self.last_nodes, node_bytes))
+                self.last_nodes = dict(node_bytes)
+            # quiet: the baseline stays, so a migration the counter shows only later (it
+            # is added to when a migrate_pages call ends) is still counted then
+        else:
+            if moved:
+                self._count(moved)  # the sampled reader applied the gate itself
+            self.last_nodes = None
         self.rss.append(rss)
         self.ratios.append(remote_ratio)
         if self.baseline is None and age is not None and self._warm(rule, age):
             self.baseline = statistics.median(self.ratios)
         return Drift(self.baseline, dict(self.arrived), dict(self.departed))
+
+    def _count(self, moved: Mapping[tuple[int, int], int]) -> None:
+        for (src, dst), b in moved.items():
+            if b > 0 and src != dst:
+                self.departed[src] = self.departed.get(src, 0) + b
+                self.arrived[dst] = self.arrived.get(dst, 0) + b
 
     def _warm(self, rule: WarmupRule, age: float) -> bool:
         if age < rule.age or len(self.ratios) < rule.window:
@@ -75,3 +116,25 @@ class DriftTrack:
         recent = list(self.rss)[-max(rule.scans, 1):]
         lo, hi = min(recent), max(recent)
         return hi == 0 or (hi - lo) / hi <= rule.tolerance
+
+
+def balanced_moves(before: Mapping[int, int], after: Mapping[int, int]
+                   ) -> dict[tuple[int, int], int]:
+    """Return the bytes that moved per (from, to) node between two exact readings: the
+    balanced part ``min(P, N)`` of the per-node gains ``P`` and losses ``N``, each losing
+    node's share sent to the gaining nodes in proportion to their gains (integer bytes; a
+    pair's rounding is at most one byte per pair). Growth and shrinkage are not movement."""
+    gain = {n: after.get(n, 0) - before.get(n, 0) for n in set(before) | set(after)}
+    up = {n: d for n, d in gain.items() if d > 0}
+    down = {n: -d for n, d in gain.items() if d < 0}
+    p, n_ = sum(up.values()), sum(down.values())
+    moved = min(p, n_)
+    out: dict[tuple[int, int], int] = {}
+    if not moved:
+        return out
+    for src, lost in sorted(down.items()):
+        for dst, got in sorted(up.items()):
+            b = moved * lost * got // (n_ * p)
+            if b:
+                out[(src, dst)] = b
+    return out

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from numa_exporter.model.cadence import ReadCosts
 from numa_exporter.model.counters import ThreadSum
 from numa_exporter.model.drift import DriftTrack, WarmupRule
+from numa_exporter.model.sample_memory import SampleMemory
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.model.threads import ThreadReading
 
@@ -50,6 +51,8 @@ class ProcessState:
     # memory policies as the last full read saw them (sampling does not see policies)
     policy_bytes: dict[str, int] = field(default_factory=dict)
     policy_nodes: dict[tuple[str, frozenset[int]], int] = field(default_factory=dict)
+    # what its sampled reads learned (followed pages, carried counts); None until one
+    sampled: SampleMemory | None = None
 
 
 class ProcessTable:

@@ -218,6 +218,12 @@ class PlacementEstimate:
     parse_errors: int = 0  # malformed maps lines (set by the reader)
     largest_mapping: int = 0  # bytes of the largest sampleable mapping (set by the reader)
     mappings: int = 0  # maps lines read (set by the reader)
+    #: how the pages were drawn: "move_pages" (over the mappings) or "pagemap_scan" (a
+    #: sparse stratum narrowed to its present runs first; set by the reader)
+    path: str = "move_pages"
+    #: bytes moved per (from, to) node since the previous read, from the pages followed
+    #: (model/sample_memory.py); None: no evidence (a first read, or nothing followed)
+    moved: dict[tuple[int, int], int] | None = None
 
     @property
     def total_bytes(self) -> int:
@@ -255,6 +261,21 @@ class PlacementEstimate:
             r = s.remote_fraction(home)
             var += w * w * r * (1 - r) / s.resident
         return math.sqrt(var)
+
+    def node_bytes_stderr(self) -> float:
+        """Return the largest standard error (bytes) of the estimated bytes on one node, all
+        kinds together: ``sqrt(sum_k B_k^2 p_kn (1 - p_kn) / m_k)`` over the sampled strata
+        (``B_k`` their bytes, ``p_kn`` the share of their ``m_k`` resident samples on node
+        ``n``); census strata add nothing. 0 when every sample fell on one node."""
+        var: dict[int, float] = {}
+        for s in self.strata:
+            if s.census or not s.resident or not s.bytes:
+                continue
+            m = sum(c for _, c in s.node_counts) or s.resident
+            for n, c in s.node_counts:
+                p = c / m
+                var[n] = var.get(n, 0.0) + s.bytes * s.bytes * p * (1 - p) / m
+        return math.sqrt(max(var.values(), default=0.0))
 
 
 @dataclass

@@ -82,6 +82,10 @@ class ProcessSample:
     method: str = "full"  # "full": numa_maps read; "sampled": move_pages estimate
     samples: int | None = None  # pages sampled; None for a full read
     remote_ratio_stderr: float | None = None  # standard error of the ratio; None/0 when full
+    # how the pages were found: "full" (numa_maps), "move_pages" (sampled over the
+    # mappings) or "pagemap_scan" (sampled within present runs found by PAGEMAP_SCAN)
+    path: str = "full"
+    node_bytes_stderr: float | None = None  # largest per-node standard error (bytes)
     # CPU seconds of the last full and sampled reads (None: not measured), and the
     # estimated longest mmap-lock hold of a full read, that chose the method
     full_read_cpu: float | None = None

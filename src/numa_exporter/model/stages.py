@@ -58,8 +58,23 @@ class SampledPlacement(Protocol):
         """Return the resident bytes status counts that the estimate could not place."""
         ...
 
+    @property
+    def path(self) -> str:
+        """Return how the pages were drawn: move_pages or pagemap_scan."""
+        ...
+
+    @property
+    def moved(self) -> Mapping[tuple[int, int], int] | None:
+        """Return the bytes seen moving per (from, to) node since the previous read (None:
+        no evidence either way)."""
+        ...
+
     def remote_ratio_stderr(self, home: frozenset[int]) -> float:
         """Return the standard error of the remote ratio against ``home``."""
+        ...
+
+    def node_bytes_stderr(self) -> float:
+        """Return the largest standard error of the bytes on one node."""
         ...
 
 
@@ -167,6 +182,8 @@ def assemble(who: Identity, threads: Threads, placed: Placement, pod: Pod, homin
         samples=est.samples if est is not None else None,
         remote_ratio_stderr=(est.remote_ratio_stderr(homing.home.nodes) if est is not None
                              else None),
+        path=est.path if est is not None else "full",
+        node_bytes_stderr=est.node_bytes_stderr() if est is not None else None,
         next_scan_timestamp=timing.next_scan,
         full_read_cpu=timing.costs.full_cpu,
         sampled_read_cpu=timing.costs.sampled_cpu,

@@ -30,6 +30,10 @@ from numa_exporter.parsers.numa_maps import Kind, classify
 MAX_ENTRIES = 1 << 18
 MAX_KEPT_ERRORS = 5
 _DELETED = " (deleted)"
+#: How ``seq_file_path`` prints a newline in a path (octal escape).
+NEWLINE_ESCAPE = b"\\012"
+#: Paths of anonymous shared memory named with PR_SET_VMA_ANON_NAME (shmem, not anon).
+ANON_SHMEM_PREFIX = "[anon_shmem:"
 _LINE_RE = re.compile(
     rb"([0-9a-f]{1,16})-([0-9a-f]{1,16}) ([r-][w-][x-][ps]) ([0-9a-f]{1,16}) "
     rb"([0-9a-f]{1,8}):([0-9a-f]{1,8}) ([0-9]{1,20})(?: +(.*))?"
@@ -101,7 +105,7 @@ def _path(raw: bytes | None) -> tuple[str | None, bool]:
     """Return (path, deleted) of the raw path column; None for an anonymous mapping."""
     if raw is None:
         return None, False
-    text = raw.replace(b"\\012", b"\n").decode("utf-8", "surrogateescape").rstrip(" ")
+    text = raw.replace(NEWLINE_ESCAPE, b"\n").decode("utf-8", "surrogateescape").rstrip(" ")
     if not text:
         return None, False
     deleted = text.endswith(_DELETED) and len(text) > len(_DELETED)
@@ -184,5 +188,5 @@ def mapping_kind(entry: MapsEntry,
     )
     if path is not None and path.startswith("["):
         # [heap], [stack], [anon:name] are anonymous; [anon_shmem:name] is shared memory.
-        return Kind.SHMEM if path.startswith("[anon_shmem:") else Kind.ANON
+        return Kind.SHMEM if path.startswith(ANON_SHMEM_PREFIX) else Kind.ANON
     return classify(path, huge)

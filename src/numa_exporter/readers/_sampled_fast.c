@@ -5,12 +5,15 @@
  * reference; each function here gives exactly what it gives, so that an estimate is the same
  * for the same seed whichever path ran (tests/unit/test_sampled_fast.py holds them together):
  *
- *   maps_frame(text, page_size, classify, max_entries, bases)
+ *   maps_frame(text, page_size, mounts, max_entries, bases)
  *       -> (mappings, errors, [(starts, cumulative, largest_pages) or None per kind code 0..3],
  *           [kind codes in the order of their first range])
- *     Reads the lines of a maps text with the grammar of pid_maps._LINE_RE. classify(raw_path)
- *     -> kind code 0..3, or -1 when the mapping holds no pages numa_maps counts; it is called
- *     for accessible mappings only, once per distinct path text that is not in a small cache.
+ *     Reads the lines of a maps text with the grammar of pid_maps._LINE_RE. The path of each
+ *     accessible mapping is classified here, by prefix (no call into Python): kind code 0..3,
+ *     or -1 when the mapping holds no pages numa_maps counts, by the rules of
+ *     pid_maps._path, sampling.sampleable and pid_maps.mapping_kind; mounts: the hugetlbfs
+ *     mount prefixes ("<mount>/" as bytes, at most MAX_MOUNTS).
+ *   path_kind(raw_path, mounts) -> the kind code of one raw path column (the same rules).
  *     starts: page-aligned range starts, cumulative: pages before each range then the total,
  *     counted from bases[kind] (a text read in pieces continues the counts of the piece
  *     before), both packed native uint64 (array('Q') bytes).
@@ -24,6 +27,10 @@
  *     addresses[lo:hi] (at most 256), and its tally: resident = statuses 0..max_node,
  *     other = statuses other than a node, -ENOENT or -EFAULT, nodes = [(node, count)].
  *     errno is 0 on success (then the counts are set), else the call's errno.
+ *
+ * Module constants SHMEM_PREFIXES, PSEUDO_PATHS, DELETED, NEWLINE_ESCAPE, HUGETLB_ANON_PATH,
+ * DEV_PREFIX, ANON_SHMEM_PREFIX: the texts the rules compare with (a test holds them equal to
+ * the Python reference's).
  *
  * Bounded work: every loop is bounded by the input's size or a capped argument; no buffer
  * that Python owns is freed or kept.
@@ -160,42 +167,170 @@ static uint64_t fnv(const char *p, Py_ssize_t n) {
     return h;
 }
 
-/* Return the kind code of a path (cached by its text); -2 on a Python error. */
-static int kind_of(centry_t *cache, PyObject *classify, const char *p, Py_ssize_t n) {
+/* ---- path classification (the rules of parsers/pid_maps.py and model/sampling.py) ---- */
+
+/* Kind codes: index into sampled_compiled.KINDS (anon, file, shmem, hugetlb). */
+#define K_ANON 0
+#define K_FILE 1
+#define K_SHMEM 2
+#define K_HUGETLB 3
+
+/* numa_maps.SHMEM_PREFIXES, pid_maps.PSEUDO_PATHS and the other texts the rules compare with;
+ * exported as module constants so that a test holds them equal to Python's. */
+static const char *const SHMEM_PREFIXES[] = {"/dev/shm/", "/run/shm/", "/SYSV", "/memfd:",
+                                             "/dev/zero", "/i915"};
+static const char *const PSEUDO_PATHS[] = {"[vvar]", "[vvar_vclock]", "[vdso]", "[vsyscall]",
+                                           "[uprobes]"};
+#define NSHMEM (sizeof(SHMEM_PREFIXES) / sizeof(SHMEM_PREFIXES[0]))
+#define NPSEUDO (sizeof(PSEUDO_PATHS) / sizeof(PSEUDO_PATHS[0]))
+static const char DELETED[] = " (deleted)";
+static const char NEWLINE_ESCAPE[] = "\\012";
+static const char HUGETLB_ANON_PATH[] = "/anon_hugepage";
+static const char DEV_PREFIX[] = "/dev/";
+static const char ANON_SHMEM_PREFIX[] = "[anon_shmem:";
+#define MAX_MOUNTS 64
+
+/* The hugetlbfs mount prefixes ("<mount>/"), borrowed from a tuple of bytes. */
+typedef struct {
+    const char *p[MAX_MOUNTS];
+    Py_ssize_t n[MAX_MOUNTS];
+    Py_ssize_t count;
+} mounts_t;
+
+static int mounts_from(PyObject *tuple, mounts_t *m) {
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) > MAX_MOUNTS) {
+        PyErr_SetString(PyExc_ValueError, "mounts must be a tuple of at most 64 bytes");
+        return -1;
+    }
+    m->count = PyTuple_GET_SIZE(tuple);
+    for (Py_ssize_t i = 0; i < m->count; i++) {
+        PyObject *b = PyTuple_GET_ITEM(tuple, i);
+        if (!PyBytes_Check(b)) {
+            PyErr_SetString(PyExc_TypeError, "a mount prefix must be bytes");
+            return -1;
+        }
+        m->p[i] = PyBytes_AS_STRING(b);
+        m->n[i] = PyBytes_GET_SIZE(b);
+    }
+    return 0;
+}
+
+static int has_prefix(const char *p, Py_ssize_t n, const char *pre, Py_ssize_t pn) {
+    return n >= pn && memcmp(p, pre, (size_t)pn) == 0;
+}
+
+static int has_cprefix(const char *p, Py_ssize_t n, const char *pre) {
+    return has_prefix(p, n, pre, (Py_ssize_t)strlen(pre));
+}
+
+static int is_text(const char *p, Py_ssize_t n, const char *t) {
+    return n == (Py_ssize_t)strlen(t) && memcmp(p, t, (size_t)n) == 0;
+}
+
+/* Return the kind code of a decoded path [p, p + n) that is not anonymous, or -1 when the
+ * mapping holds no pages numa_maps counts (sampling.sampleable, then pid_maps.mapping_kind). */
+static int kind_of_path(const char *p, Py_ssize_t n, const mounts_t *m) {
+    int shmem = 0, mounted = 0;
+    for (size_t i = 0; i < NPSEUDO; i++)
+        if (is_text(p, n, PSEUDO_PATHS[i]))
+            return -1;
+    for (size_t i = 0; i < NSHMEM && !shmem; i++)
+        shmem = has_cprefix(p, n, SHMEM_PREFIXES[i]);
+    for (Py_ssize_t i = 0; i < m->count && !mounted; i++)
+        mounted = has_prefix(p, n, m->p[i], m->n[i]);
+    if (has_cprefix(p, n, DEV_PREFIX) && !shmem && !mounted)
+        return -1;
+    if (n > 0 && p[0] == '[')
+        return has_cprefix(p, n, ANON_SHMEM_PREFIX) ? K_SHMEM : K_ANON;
+    if (mounted || is_text(p, n, HUGETLB_ANON_PATH))
+        return K_HUGETLB;
+    return shmem ? K_SHMEM : K_FILE;
+}
+
+/* Return the kind code of an accessible mapping whose raw maps path column is [raw, raw+rn)
+ * (rn 0: anonymous), -1 when it holds none, -2 on no memory. The path is read as
+ * pid_maps._path reads it after the spaces that end the inode column: "\012" is a newline, trailing spaces and then one " (deleted)"
+ * go. */
+static int path_code(const char *raw, Py_ssize_t rn, const mounts_t *m) {
+    char *buf = NULL;
+    while (rn > 0 && raw[0] == ' ') { /* the spaces before the column (none from a line) */
+        raw++;
+        rn--;
+    }
+    if (rn <= 0)
+        return K_ANON;
+    const char *p = raw;
+    Py_ssize_t n = rn;
+    if (memchr(raw, '\\', (size_t)rn) != NULL) {
+        buf = PyMem_Malloc((size_t)rn);
+        if (buf == NULL)
+            return -2;
+        n = 0;
+        for (Py_ssize_t i = 0; i < rn;) {
+            if (rn - i >= 4 && memcmp(raw + i, NEWLINE_ESCAPE, 4) == 0) {
+                buf[n++] = '\n';
+                i += 4;
+            } else {
+                buf[n++] = raw[i++];
+            }
+        }
+        p = buf;
+    }
+    while (n > 0 && p[n - 1] == ' ')
+        n--;
+    int code = K_ANON;
+    if (n > 0) {
+        Py_ssize_t dn = (Py_ssize_t)(sizeof(DELETED) - 1);
+        if (n > dn && memcmp(p + n - dn, DELETED, (size_t)dn) == 0)
+            n -= dn;
+        code = kind_of_path(p, n, m);
+    }
+    PyMem_Free(buf);
+    return code;
+}
+
+/* Return the kind code of a path (cached by its text); -2 on no memory. */
+static int kind_of(centry_t *cache, const mounts_t *m, const char *p, Py_ssize_t n) {
     uint64_t h = fnv(p, n);
     centry_t *c = &cache[h % CACHE];
     if (c->used && c->hash == h && c->len == n && memcmp(c->p, p, (size_t)n) == 0)
         return c->code;
-    PyObject *raw = PyBytes_FromStringAndSize(p, n);
-    if (raw == NULL)
-        return -2;
-    PyObject *r = PyObject_CallOneArg(classify, raw);
-    Py_DECREF(raw);
-    if (r == NULL)
-        return -2;
-    long code = PyLong_AsLong(r);
-    Py_DECREF(r);
-    if (code == -1 && PyErr_Occurred())
-        return -2;
-    if (code < -1 || code >= NKIND) {
-        PyErr_SetString(PyExc_ValueError, "classify returned no kind code");
+    int code = path_code(p, n, m);
+    if (code == -2) {
+        PyErr_NoMemory();
         return -2;
     }
     c->p = p;
     c->len = n;
     c->hash = h;
-    c->code = (int)code;
+    c->code = code;
     c->used = 1;
-    return (int)code;
+    return code;
+}
+
+static PyObject *path_kind(PyObject *self, PyObject *args) {
+    Py_buffer raw;
+    PyObject *mounts;
+    mounts_t m;
+    if (!PyArg_ParseTuple(args, "y*O", &raw, &mounts))
+        return NULL;
+    int code = mounts_from(mounts, &m) < 0 ? -3 : path_code(raw.buf, raw.len, &m);
+    PyBuffer_Release(&raw);
+    if (code == -3)
+        return NULL;
+    if (code == -2)
+        return PyErr_NoMemory();
+    return PyLong_FromLong(code);
 }
 
 static PyObject *maps_frame(PyObject *self, PyObject *args) {
     Py_buffer text;
     unsigned long long page;
-    PyObject *classify;
+    PyObject *mount_tuple;
+    mounts_t mounts;
     Py_ssize_t max_entries;
     unsigned long long base[NKIND];
-    if (!PyArg_ParseTuple(args, "y*KOn(KKKK)", &text, &page, &classify, &max_entries,
+    if (!PyArg_ParseTuple(args, "y*KOn(KKKK)", &text, &page, &mount_tuple, &max_entries,
                           &base[0], &base[1], &base[2], &base[3]))
         return NULL;
     PyObject *result = NULL;
@@ -207,6 +342,8 @@ static PyObject *maps_frame(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "page size must be a power of two");
         goto done;
     }
+    if (mounts_from(mount_tuple, &mounts) < 0)
+        goto done;
     cache = PyMem_Calloc(CACHE, sizeof(centry_t));
     if (cache == NULL) {
         PyErr_NoMemory();
@@ -239,7 +376,7 @@ static PyObject *maps_frame(PyObject *self, PyObject *args) {
         mappings++;
         if (!acc)
             continue;
-        int code = kind_of(cache, classify, ps ? ps : "", ps ? pe - ps : 0);
+        int code = kind_of(cache, &mounts, ps ? ps : "", ps ? pe - ps : 0);
         if (code == -2)
             goto done;
         if (code < 0)
@@ -566,9 +703,50 @@ static PyMethodDef methods[] = {
     {"draw", draw, METH_VARARGS, "Draw n sorted page addresses of a stratum."},
     {"pages", pages, METH_VARARGS, "Every page address of a stratum."},
     {"query", query, METH_VARARGS, "One move_pages query of up to 256 pages, tallied."},
+    {"path_kind", path_kind, METH_VARARGS, "The kind code of one raw maps path column."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_sampled_fast", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__sampled_fast(void) { return PyModule_Create(&module); }
+static PyObject *texts(const char *const *v, size_t n) {
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    if (t == NULL)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *b = PyBytes_FromString(v[i]);
+        if (b == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, b);
+    }
+    return t;
+}
+
+/* Add obj (a new reference, or NULL after an error) to mod as name; -1 on an error. */
+static int add(PyObject *mod, const char *name, PyObject *obj) {
+    if (obj == NULL)
+        return -1;
+    int r = PyModule_AddObjectRef(mod, name, obj);
+    Py_DECREF(obj);
+    return r;
+}
+
+PyMODINIT_FUNC PyInit__sampled_fast(void) {
+    PyObject *mod = PyModule_Create(&module);
+    if (mod == NULL)
+        return NULL;
+    if (add(mod, "SHMEM_PREFIXES", texts(SHMEM_PREFIXES, NSHMEM)) < 0 ||
+        add(mod, "PSEUDO_PATHS", texts(PSEUDO_PATHS, NPSEUDO)) < 0 ||
+        add(mod, "DELETED", PyBytes_FromString(DELETED)) < 0 ||
+        add(mod, "NEWLINE_ESCAPE", PyBytes_FromString(NEWLINE_ESCAPE)) < 0 ||
+        add(mod, "HUGETLB_ANON_PATH", PyBytes_FromString(HUGETLB_ANON_PATH)) < 0 ||
+        add(mod, "DEV_PREFIX", PyBytes_FromString(DEV_PREFIX)) < 0 ||
+        add(mod, "ANON_SHMEM_PREFIX", PyBytes_FromString(ANON_SHMEM_PREFIX)) < 0 ||
+        PyModule_AddIntConstant(mod, "MAX_MOUNTS", MAX_MOUNTS) < 0) {
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}

@@ -1,12 +1,21 @@
 from array import array
-from collections.abc import Callable
 
 Buffer = bytes | array[int] | memoryview
 
+SHMEM_PREFIXES: tuple[bytes, ...]
+PSEUDO_PATHS: tuple[bytes, ...]
+DELETED: bytes
+NEWLINE_ESCAPE: bytes
+HUGETLB_ANON_PATH: bytes
+DEV_PREFIX: bytes
+ANON_SHMEM_PREFIX: bytes
+MAX_MOUNTS: int
+
 def maps_frame(
-    text: bytes, page_size: int, classify: Callable[[bytes], int], max_entries: int,
+    text: Buffer, page_size: int, mounts: tuple[bytes, ...], max_entries: int,
     bases: tuple[int, int, int, int], /
 ) -> tuple[int, int, list[tuple[bytes, bytes, int] | None], list[int]]: ...
+def path_kind(raw: bytes, mounts: tuple[bytes, ...], /) -> int: ...
 def draw(
     state: tuple[int, ...], starts: Buffer, cumulative: Buffer, page_size: int, n: int, /
 ) -> tuple[tuple[int, ...], bytes]: ...

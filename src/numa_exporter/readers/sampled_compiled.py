@@ -5,20 +5,23 @@ strata, draws page addresses with ``random.Random``'s own generator and makes th
 ``move_pages`` calls and their tally, one call per batch. The pure-Python path
 (``parsers/pid_maps.py``, ``model/sampling.py``, ``sources/move_pages.py``) is the reference:
 for the same maps text, random state and page statuses both give the same frame and the same
-estimate, so the compiled path only changes the cost. A mapping's path is still classified
-by the reference code (:func:`path_kind`), once per distinct path text.
+estimate, so the compiled path only changes the cost. A mapping's path is classified in C by
+the reference's rules (prefixes, no call into Python: a maps text of 60,000 distinct paths
+cost a Python call each); :func:`path_kind` is the reference it is tested against, and the
+extension's texts (``SHMEM_PREFIXES``, ...) are tested equal to Python's.
 """
 
 from __future__ import annotations
 
 import random
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from numa_exporter.model.sampling import Stratum, Tally, draw_addresses, sampleable
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import MAX_ENTRIES, mapping_kind, parse_maps_line
+from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.move_pages import MovePages, classify_errno
 
 try:  # optional: `pip install .` without a compiler skips it
@@ -27,6 +30,8 @@ except ImportError:  # pragma: no cover - depends on the build
     _sampled_fast = None  # type: ignore[assignment]
 
 COMPILED = _sampled_fast is not None
+#: hugetlbfs mounts the extension takes at most (more: the pure-Python parse).
+MAX_MOUNTS = _sampled_fast.MAX_MOUNTS if _sampled_fast is not None else 0
 #: Kind codes of the extension (index = code).
 KINDS = (Kind.ANON, Kind.FILE, Kind.SHMEM, Kind.HUGETLB)
 _CODE = {k: i for i, k in enumerate(KINDS)}
@@ -62,23 +67,30 @@ class CompiledFrame:
         self.errors = 0
 
 
-def parse_frame(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...]
-                ) -> tuple[dict[Kind, Stratum], int, int]:
+def mount_prefixes(hugetlbfs_mounts: tuple[str, ...]) -> tuple[bytes, ...]:
+    """Return the path prefixes (``<mount>/``, as bytes) that put a mapping under one of
+    ``hugetlbfs_mounts``, as ``pid_maps.mapping_kind`` tests them (empty mounts left out)."""
+    return tuple((m.rstrip("/") + "/").encode("utf-8", "surrogateescape")
+                 for m in hugetlbfs_mounts if m)
+
+
+def parse_frame(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...],
+                deadline: Deadline = NEVER) -> tuple[dict[Kind, Stratum], int, int]:
     """Return (strata in order of first appearance, malformed lines, mappings) of a maps
-    text given in chunks, as ``build_strata(parse_pid_maps(...).entries)`` gives them."""
+    text given in chunks, as ``build_strata(parse_pid_maps(...).entries)`` gives them.
+    ``deadline`` is checked before each piece of :data:`PIECE` bytes is parsed
+    (``Expired`` gives the parse up)."""
     assert _sampled_fast is not None
     fast = _sampled_fast
-    mounts = hugetlbfs_mounts
-
-    def classify(raw: bytes) -> int:
-        return path_kind(raw, mounts)
+    mounts = mount_prefixes(hugetlbfs_mounts)  # at most MAX_MOUNTS (else ValueError)
 
     f = CompiledFrame()
     totals = [0, 0, 0, 0]
     order: list[Kind] = []
 
-    def feed(text: bytes) -> None:
-        n, errs, kinds, first = fast.maps_frame(text, page_size, classify,
+    def feed(text: bytes | memoryview) -> None:
+        deadline.check("maps parse")
+        n, errs, kinds, first = fast.maps_frame(text, page_size, mounts,
                                                 max(MAX_ENTRIES - f.mappings, 0),
                                                 (totals[0], totals[1], totals[2], totals[3]))
         f.mappings += n
@@ -105,10 +117,8 @@ def parse_frame(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple
         buf.append(chunk)
         size += len(chunk)
         if size >= PIECE:
-            text = rest + b"".join(buf)
-            cut = text.rfind(b"\n") + 1
-            feed(text[:cut])
-            rest, buf, size = text[cut:], [], 0
+            rest = _feed_pieces(rest + b"".join(buf), feed)
+            buf, size = [], 0
     text = rest + b"".join(buf)
     if text:
         feed(text)
@@ -117,6 +127,21 @@ def parse_frame(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple
                             f.largest[kind] * page_size)
               for kind in order}
     return strata, f.errors, f.mappings
+
+
+def _feed_pieces(text: bytes, feed: Callable[[memoryview], None]) -> bytes:
+    """Feed the whole lines of ``text`` in pieces of about :data:`PIECE` bytes (a longer
+    line whole); return the rest after the last newline."""
+    view = memoryview(text)
+    start = 0
+    while True:
+        cut = text.rfind(b"\n", start, start + PIECE) + 1
+        if cut <= start:  # no newline within a piece: up to the next one
+            cut = text.find(b"\n", start + PIECE) + 1
+        if cut <= start:
+            return text[start:]
+        feed(view[start:cut])
+        start = cut
 
 
 class CompiledSampler:

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from numa_exporter.model.sample_memory import SampleMemory
 from numa_exporter.model.sampling import (
     DEFAULT_CENSUS_PAGES,
     DEFAULT_CONFIDENCE,
@@ -42,6 +43,7 @@ from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers import sampled_compiled, sampled_sparse
+from numa_exporter.readers.sampled_memory import read_with_memory
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import ReadFailed, SourceError
 from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
@@ -80,21 +82,29 @@ class Frame:
 class FrameCache:
     """The last frame per pid, reused while the process's ``maps`` text is byte for byte the
     same: the text is still read each time (no page walk), but not parsed again. A process of
-    many threads has a mapping per thread stack; parsing them was most of a sampled read.
+    many threads has a mapping per thread stack, one of many memfds a mapping per file;
+    parsing them was most of a sampled read.
 
-    Bounded: at most ``max_entries`` pids and texts of at most ``max_text`` bytes are kept.
+    Bounded: at most ``max_entries`` pids, texts of at most ``max_text`` bytes (a bigger one
+    is parsed as it streams and not kept) and ``max_bytes`` of kept texts in all (the
+    oldest go first).
     """
 
-    def __init__(self, max_entries: int = 256, max_text: int = 1 << 20) -> None:
+    def __init__(self, max_entries: int = 256, max_text: int = 16 << 20,
+                 max_bytes: int = 64 << 20) -> None:
         self.max_entries = max_entries
         self.max_text = max_text
+        self.max_bytes = max_bytes
+        self.kept_bytes = 0
         self._frames: dict[int, tuple[bytes, Frame]] = {}
 
     def frame(self, pid: int, chunks: Iterable[bytes], page_size: int,
-              hugetlbfs_mounts: tuple[str, ...], compiled: bool = True) -> Frame:
+              hugetlbfs_mounts: tuple[str, ...], compiled: bool = True,
+              deadline: Deadline = NEVER) -> Frame:
         """Return the frame of the maps text of ``pid`` given in ``chunks``: the kept one
         when the text is the same, else parsed (and kept when it is small enough);
-        ``compiled``: parse with the extension where it is built."""
+        ``compiled``: parse with the extension where it is built; ``deadline`` is checked
+        as the parse goes (``Expired`` gives it up)."""
         it = iter(chunks)
         head: list[bytes] = []
         size = 0
@@ -103,33 +113,59 @@ class FrameCache:
             size += len(chunk)
             if size > self.max_text:  # too big to keep: parse it as it streams
                 return _parse(itertools.chain(head, it), page_size, hugetlbfs_mounts,
-                              compiled)
+                              compiled, deadline)
         text = b"".join(head)
         kept = self._frames.get(pid)
         if kept is not None and kept[0] == text:
             return kept[1]
-        got = _parse((text,), page_size, hugetlbfs_mounts, compiled)
-        if self.max_entries > 0:
-            if pid not in self._frames and len(self._frames) >= self.max_entries:
-                del self._frames[next(iter(self._frames))]  # the oldest
-            self._frames[pid] = (text, got)
+        got = _parse((text,), page_size, hugetlbfs_mounts, compiled, deadline)
+        self._keep(pid, text, got)
         return got
+
+    def _keep(self, pid: int, text: bytes, frame: Frame) -> None:
+        """Keep ``frame`` and its ``text`` as ``pid``'s, the newest; drop the oldest while
+        the bounds are exceeded."""
+        old = self._frames.pop(pid, None)
+        if old is not None:
+            self.kept_bytes -= len(old[0])
+        if self.max_entries <= 0 or len(text) > self.max_bytes:
+            return
+        while self._frames and (len(self._frames) >= self.max_entries
+                                or self.kept_bytes + len(text) > self.max_bytes):
+            oldest = next(iter(self._frames))
+            self.kept_bytes -= len(self._frames.pop(oldest)[0])
+        self._frames[pid] = (text, frame)
+        self.kept_bytes += len(text)
 
 
 FRAMES = FrameCache()
 
 
 def _parse(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...],
-           compiled: bool = True) -> Frame:
+           compiled: bool = True, deadline: Deadline = NEVER) -> Frame:
     """Return the frame of a maps text given in chunks (with the extension where it is
-    built and ``compiled`` is True: the same frame, at a fraction of the cost)."""
-    if compiled and sampled_compiled.COMPILED:
+    built and ``compiled`` is True: the same frame, at a fraction of the cost); ``deadline``
+    is checked before each piece of the text is parsed (``Expired`` gives it up)."""
+    if (compiled and sampled_compiled.COMPILED
+            and len(hugetlbfs_mounts) <= sampled_compiled.MAX_MOUNTS):
         strata, errors, mappings = sampled_compiled.parse_frame(chunks, page_size,
-                                                                hugetlbfs_mounts)
+                                                                hugetlbfs_mounts, deadline)
         return Frame(strata, errors, largest_mapping(strata), mappings)
-    maps = parse_pid_maps(_lines(chunks))
+    maps = parse_pid_maps(_checked(_lines(chunks), deadline))
     strata = build_strata(maps.entries, page_size, hugetlbfs_mounts)
     return Frame(strata, maps.error_count, largest_mapping(strata), len(maps.entries))
+
+
+#: Lines the pure-Python parse reads between two checks of the deadline.
+CHECK_LINES = 4096
+
+
+def _checked(lines: Iterator[bytes], deadline: Deadline) -> Iterator[bytes]:
+    """Yield ``lines``, checking ``deadline`` before every :data:`CHECK_LINES` of them."""
+    for i, line in enumerate(lines):
+        if i % CHECK_LINES == 0:
+            deadline.check("maps parse")
+        yield line
 
 
 def page_sampler(move_pages: MovePages, pid: int, compiled: bool = True) -> PageSampler:
@@ -217,6 +253,9 @@ def read_sampled(
     frames: FrameCache | None = FRAMES,
     compiled: bool = True,
     narrow: bool = True,
+    memory: SampleMemory | None = None,
+    host_migrated: int | None = None,
+    scans: sampled_sparse.ScanCache | None = sampled_sparse.SCANS,
 ) -> PlacementEstimate:
     """Return the sampled placement of one process.
 
@@ -224,13 +263,19 @@ def read_sampled(
     classified SourceError of maps or move_pages (Gone, Denied, ReadFailed; ReadFailed also
     when this machine has no move_pages at all: call :func:`sampling_available` once first).
     ``max_queries`` bounds the pages queried (the scan sizes it to the full read's cost);
-    ``deadline`` is checked before each move_pages batch (``Expired`` gives the read up).
+    ``deadline`` is checked before each chunk of ``maps`` is read, before each piece of it
+    is parsed and before each move_pages batch (``Expired`` gives the read up: the parse
+    counts against the scan's deadline).
     ``frames`` keeps each pid's parsed maps while its text does not change (None: parse
     every time). ``compiled``: parse maps, draw and query with the extension where it is
     built (the same estimate for the same ``rng``; False: the pure-Python path). ``narrow``:
     draw a sparse stratum's pages from its present runs (``readers/sampled_sparse.py``,
-    PAGEMAP_SCAN where the kernel has it). Matches
-    ``scan/process.py``'s ``SampledReader`` protocol.
+    PAGEMAP_SCAN where the kernel has it); ``scans`` keeps each pid's scan between reads
+    (None: scan afresh each time); the bytes of a reservation's part not scanned yet are
+    reported unsampled. ``memory``: what earlier reads of this process learned
+    (``readers/sampled_memory.py``: carried counts, followed pages; updated here), with
+    ``host_migrated`` the host's migrated-pages counter now; None: a read on its own.
+    Matches ``scan/process.py``'s ``SampledReader`` protocol.
     """
     try:
         mp = move_pages or default_move_pages()
@@ -238,30 +283,40 @@ def read_sampled(
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
     size = page_size or os.sysconf("SC_PAGE_SIZE")
+    maps = deadline.each(files.maps())
     if frames is None:
-        frame = _parse(files.maps(), size, hugetlbfs_mounts, compiled)
+        frame = _parse(maps, size, hugetlbfs_mounts, compiled, deadline)
     else:
-        frame = frames.frame(files.pid, files.maps(), size, hugetlbfs_mounts, compiled)
+        frame = frames.frame(files.pid, maps, size, hugetlbfs_mounts, compiled, deadline)
     totals = status_totals(status)
     strata = frame.strata
+    unscanned: dict[Kind, sampled_sparse.Unscanned] = {}
     if narrow:
-        strata = sampled_sparse.narrowed(files.mm_dir, strata, totals)
+        state = scans.state(files.pid) if scans is not None else None
+        strata, unscanned = sampled_sparse.narrowed(files.mm_dir, strata, totals, state)
+    path = "pagemap_scan" if any(strata.get(k) is not s for k, s in frame.strata.items()) \
+        else "move_pages"
     sampler = page_sampler(mp, files.mm_pid, compiled)
+    rng = rng if rng is not None else random.Random()
+
+    def estimate(queries: int | None) -> PlacementEstimate:
+        return estimate_placement(strata, totals, None, sampler=sampler,
+                                  target_error=target_error, confidence=confidence,
+                                  rng=rng, census_pages=census_pages, max_queries=queries,
+                                  deadline=deadline)
+
     try:
-        est = estimate_placement(
-            strata,
-            totals,
-            None,
-            sampler=sampler,
-            target_error=target_error,
-            confidence=confidence,
-            rng=rng,
-            census_pages=census_pages,
-            max_queries=max_queries,
-            deadline=deadline,
-        )
+        if memory is None:
+            est = estimate(max_queries)
+        else:
+            est = read_with_memory(memory, frame.strata, strata, totals,
+                                   mp.for_pid(files.mm_pid), estimate,
+                                   host_migrated=host_migrated, max_queries=max_queries,
+                                   rng=rng, between=deadline.check)
     except MovePagesUnsupported as exc:  # ENOSYS from the kernel
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc
+    est = sampled_sparse.set_aside(est, unscanned, totals, size)
     return dataclasses.replace(est, parse_errors=frame.parse_errors,
-                               largest_mapping=frame.largest_mapping, mappings=frame.mappings)
+                               largest_mapping=frame.largest_mapping, mappings=frame.mappings,
+                               path=path)

@@ -5,7 +5,10 @@ not resident: 1 GiB inside a 16 TiB ``MAP_NORESERVE`` reservation is resident at
 16,384, and the query budget (sized to what a full read costs) found ~7 MiB of it. Where a
 stratum's virtual size is many times its resident bytes (``status``), its big ranges are
 replaced by their present page runs (``PAGEMAP_SCAN``, :mod:`sources.pagemap_scan`), in a
-bounded number of calls; what the calls did not reach stays a virtual range.
+bounded number of calls per read; the scan goes on over the next reads where it stopped
+(:class:`ScanCache`). Until a range was scanned whole once, its part not reached yet is a
+stratum of its own that is not drawn from: the bytes it may hold are reported unsampled
+(:func:`set_aside`), never placed with shares they were not drawn for.
 
 Unbiased: the sample is uniform over the pages of the new ranges; conditioned on being
 resident (pages that left between the scan and the query are not samples, as before), a
@@ -18,8 +21,10 @@ as they are.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
-from numa_exporter.model.sampling import Stratum, make_stratum
+from numa_exporter.model.sampling import PlacementEstimate, Stratum, make_stratum
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.pagemap_scan import PagemapScan, PagemapScanUnsupported
@@ -35,12 +40,27 @@ MIN_RANGE = 64 << 20
 #: Present pages one call may find: bounds each mmap-lock hold (32768 4 KiB pages, 128 MiB:
 #: ~0.15 ms measured).
 PAGES_PER_CALL = 32_768
-#: Calls per read: at most 8 x 32768 present pages (1 GiB of 4 KiB pages, ~1.5 ms) are
-#: scanned, plus the holes the kernel skips.
-MAX_CALLS = 8
+#: The measured mmap-lock hold of one call of :data:`PAGES_PER_CALL` present pages (a call
+#: over empty page-table levels holds it for less; a shared 2-core VM measured 0.4 ms a
+#: call, its own time included, so 33 calls took ~14 ms there).
+CALL_HOLD_S = 0.15e-3
+#: The target's mmap-lock hold one read may spend on scans, in all: under a fifth of what
+#: the cheapest full numa_maps read of 2 GiB costs (24 ms measured), in holds of one call.
+HOLD_BUDGET_S = 5e-3
+#: Calls per read, from the two above: 33 calls find up to 4 GiB of 4 KiB pages. A bigger
+#: reservation is scanned on over the next reads (:class:`ScanCache`).
+MAX_CALLS = int(HOLD_BUDGET_S / CALL_HOLD_S)
 #: Strata of more ranges than this are left as they are (the Python loop over them would
 #: cost more than it saves).
 MAX_RANGES = 16_384
+#: Present runs kept per scanned range (beyond, joined across their smallest gaps), ranges
+#: scanned per process (beyond, a range stays virtual) and runs kept in all (the processes
+#: scanned longest ago go first): bounds what :data:`SCANS` holds (~120 bytes a run).
+MAX_RUNS = 1 << 16
+MAX_SCANNED_RANGES = 32
+MAX_KEPT_RUNS = 1 << 18
+#: Processes whose scan state is kept (the oldest goes first).
+MAX_PROCESSES = 256
 
 
 def is_sparse(stratum: Stratum, resident: int) -> bool:
@@ -50,71 +70,231 @@ def is_sparse(stratum: Stratum, resident: int) -> bool:
             and stratum.largest >= MIN_RANGE and len(stratum.starts) <= MAX_RANGES)
 
 
-def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int
-           ) -> tuple[Stratum, int]:
+@dataclass
+class RangeScan:
+    """What the scans found in one big range ``[start, end)`` of a process: its present
+    runs (sorted, disjoint; those before ``pos`` from the pass under way, those after it
+    from the last whole pass), where the pass under way stands, and how many passes were
+    completed (0: ``[pos, end)`` was never scanned)."""
+
+    start: int
+    end: int
+    runs: list[tuple[int, int]] = field(default_factory=list)
+    pos: int = 0
+    passes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.pos < self.start:
+            self.pos = self.start
+
+
+#: (start, end) of a range -> its scan.
+ScanState = dict[tuple[int, int], RangeScan]
+
+
+class ScanCache:
+    """The :class:`ScanState` of each pid, kept between reads: a range is scanned on where
+    the last read stopped, and its runs are reused while the range (its start and end in
+    ``maps``) is unchanged. Bounded: :data:`MAX_PROCESSES` pids, :data:`MAX_KEPT_RUNS`
+    runs in all, :data:`MAX_RUNS` a range, :data:`MAX_SCANNED_RANGES` ranges a pid."""
+
+    def __init__(self, max_entries: int = MAX_PROCESSES, max_runs: int = MAX_KEPT_RUNS
+                 ) -> None:
+        self.max_entries = max_entries
+        self.max_runs = max_runs
+        self._states: dict[int, ScanState] = {}
+
+    def state(self, pid: int) -> ScanState:
+        """Return the scan state of ``pid`` (a new, empty one the first time), the newest;
+        the oldest others go while more than ``max_entries`` pids or ``max_runs`` runs
+        are kept."""
+        got = self._states.pop(pid, None)
+        if self.max_entries <= 0:
+            return {}
+        got = {} if got is None else got
+        runs = self.runs()
+        while self._states and (len(self._states) >= self.max_entries
+                                or runs + _runs(got) > self.max_runs):
+            oldest = self._states.pop(next(iter(self._states)))
+            runs -= _runs(oldest)
+        self._states[pid] = got
+        return got
+
+    def runs(self) -> int:
+        """Return the present runs kept, all processes together."""
+        return sum(_runs(st) for st in self._states.values())
+
+
+def _runs(state: ScanState) -> int:
+    """Return the present runs ``state`` keeps."""
+    return sum(len(r.runs) for r in state.values())
+
+
+SCANS = ScanCache()
+
+
+class Narrowed(NamedTuple):
+    """A stratum with its big ranges replaced by present runs, the calls made, the
+    virtual bytes of the ranges' parts never scanned yet (left out of the stratum: a
+    stratum of their own that is not sampled; its bytes are reported unsampled), and the
+    bytes of the present runs found (as the scans saw them)."""
+
+    stratum: Stratum
+    calls: int
+    unscanned: int
+    present: int = 0
+
+
+class Unscanned(NamedTuple):
+    """Of one kind's stratum: the virtual bytes of the parts never scanned yet (left out of
+    the drawn stratum), and the bytes of the present runs the scans found."""
+
+    virtual: int
+    present: int
+
+
+def _spans(stratum: Stratum) -> list[tuple[int, int]]:
+    """Return the [start, end) byte ranges of ``stratum``, in order."""
+    ps, cum = stratum.page_size, stratum.cumulative
+    return [(a, a + (cum[i + 1] - cum[i]) * ps) for i, a in enumerate(stratum.starts)]
+
+
+def _splice(runs: list[tuple[int, int]], lo: int, hi: int, new: list[tuple[int, int]]
+            ) -> list[tuple[int, int]]:
+    """Return ``runs`` with what lay in ``[lo, hi)`` replaced by ``new`` (runs inside it,
+    in order), touching runs joined."""
+    out: list[tuple[int, int]] = []
+    for x, y in runs:
+        if x < lo:
+            out.append((x, min(y, lo)))
+    out.extend(new)
+    out.extend((max(x, hi), y) for x, y in runs if y > hi)
+    out.sort()
+    joined: list[tuple[int, int]] = []
+    for x, y in out:
+        if joined and x <= joined[-1][1]:
+            joined[-1] = (joined[-1][0], max(y, joined[-1][1]))
+        elif y > x:
+            joined.append((x, y))
+    return joined
+
+
+def _coarsen(runs: list[tuple[int, int]], limit: int, page: int) -> list[tuple[int, int]]:
+    """Return ``runs`` joined across their smallest gaps until at most ``limit`` are left
+    (a joined gap is virtual pages of the stratum that are not resident: drawn in vain,
+    never a bias)."""
+    gap = page
+    while len(runs) > limit:
+        joined = [runs[0]]
+        for x, y in runs[1:]:
+            if x - joined[-1][1] <= gap:
+                joined[-1] = (joined[-1][0], y)
+            else:
+                joined.append((x, y))
+        runs, gap = joined, gap * 2
+    return runs
+
+
+def _scan_on(rs: RangeScan, present: PresentFn, calls: int, page: int, resident: int
+             ) -> int:
+    """Scan ``rs`` on from where it stands with at most ``calls`` calls of ``present``;
+    return the calls made. A dense range no bigger than the resident bytes allow (not the
+    reservation that makes the stratum sparse) is left after one call."""
+    used = 0
+    while used < calls:
+        lo = rs.pos
+        regions, walk_end = present(lo, rs.end, PAGES_PER_CALL)
+        used += 1
+        floor, new, covered = lo, [], 0
+        for x, y in regions:  # in order, none overlapping, none outside [lo, end)
+            x, y = max(x - x % page, floor), min(-(-y // page) * page, rs.end)
+            if y > x:
+                new.append((x, y))
+                floor = y
+                covered += y - x
+        if walk_end <= lo:
+            break  # no progress: the rest stays as it is
+        rs.runs = _coarsen(_splice(rs.runs, lo, walk_end, new), MAX_RUNS, page)
+        rs.pos = walk_end
+        if rs.pos >= rs.end:
+            rs.pos, rs.passes = rs.start, rs.passes + 1
+            break  # one pass at most per read
+        if 2 * covered >= walk_end - lo and rs.end - rs.start <= SPARSE_FACTOR * resident:
+            break
+    return used
+
+
+def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
+           state: ScanState | None = None) -> Narrowed:
     """Return the stratum with its ranges of at least :data:`MIN_RANGE` replaced by their
-    present runs, the biggest range first (an empty reservation costs one call and goes;
-    a dense range needs a call per :data:`PAGES_PER_CALL` pages) until the stratum is no
-    longer sparse for ``resident`` bytes or ``calls`` calls of ``present`` are made (the
-    rest of a range stays virtual), and the calls used. The stratum is returned as it was
-    when no page at all was left in it."""
+    present runs (:class:`Narrowed`), scanning on from where ``state`` (this process's,
+    updated; None: start afresh) stood, the biggest range first, with at most ``calls``
+    calls of ``present`` in all, until the stratum is no longer sparse for ``resident``
+    bytes. A range's part never scanned is left out of the stratum when the range alone is
+    over :data:`SPARSE_FACTOR` times ``resident`` (a reservation: uniform draws there land
+    on nothing), else it stays virtual. The stratum is returned as it was when no page at
+    all would be left in it."""
     ps = stratum.page_size
-    cum = stratum.cumulative
-    spans = [(a, a + (cum[i + 1] - cum[i]) * ps) for i, a in enumerate(stratum.starts)]
+    spans = _spans(stratum)
     big = sorted((i for i, (a, b) in enumerate(spans) if b - a >= MIN_RANGE),
                  key=lambda i: spans[i][0] - spans[i][1])
-    runs: dict[int, list[tuple[int, int]]] = {}
-    used = 0
+    kept: ScanState = {} if state is None else state
+    pieces: dict[int, list[tuple[int, int]]] = {}
+    used = unscanned = found = 0
     virtual = stratum.pages * ps
     for i in big:
-        if used >= calls or virtual <= SPARSE_FACTOR * resident:
-            break
         a, b = spans[i]
-        got: list[tuple[int, int]] = []
-        pos = a
-        while pos < b and used < calls:
-            regions, walk_end = present(pos, b, PAGES_PER_CALL)
-            used += 1
-            floor = pos  # runs in order, none overlapping, none outside [pos, b)
-            covered = 0
-            for x, y in regions:
-                x, y = max(x - x % ps, floor), min(-(-y // ps) * ps, b)
-                if y > x:
-                    got.append((x, y))
-                    floor = y
-                    covered += y - x
-            if walk_end <= pos:
-                break  # no progress: keep the rest virtual
-            dense = 2 * covered >= walk_end - pos
-            pos = walk_end
-            if dense and b - a <= SPARSE_FACTOR * resident:
-                break  # a dense range no bigger than the resident bytes allow: not the
-                # reservation that makes the stratum sparse; the rest stays virtual
-        if pos < b:
-            got.append((pos, b))
-        runs[i] = got
-        virtual += sum(y - x for x, y in got) - (b - a)
+        rs = kept.get((a, b))
+        if rs is None and (used >= calls or virtual <= SPARSE_FACTOR * resident
+                           or len(kept) >= MAX_SCANNED_RANGES):
+            continue
+        if rs is None:
+            rs = kept[(a, b)] = RangeScan(a, b)
+        if used < calls:
+            used += _scan_on(rs, present, calls - used, ps, resident)
+        got = list(rs.runs)
+        tail: list[tuple[int, int]] = []
+        if not rs.passes and rs.pos < b:
+            got = [(x, min(y, rs.pos)) for x, y in got if x < rs.pos]
+            if b - a > SPARSE_FACTOR * resident:
+                unscanned += b - rs.pos
+            else:
+                tail = [(rs.pos, b)]
+        runs = sum(y - x for x, y in got)
+        found += runs
+        pieces[i] = got + tail
+        virtual += runs + sum(y - x for x, y in tail) - (b - a)
     out: list[tuple[int, int]] = []
     for i, span in enumerate(spans):
-        out.extend(runs.get(i, (span,)))
+        out.extend(pieces.get(i, (span,)))
     if not out:
-        return stratum, used
-    return make_stratum(stratum.kind, out, ps), used
+        return Narrowed(stratum, used, 0)
+    return Narrowed(make_stratum(stratum.kind, out, ps), used, unscanned, found)
 
 
 def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
-                  present: PresentFn, calls: int = MAX_CALLS
-                  ) -> tuple[dict[Kind, Stratum], int]:
-    """Return the strata with the sparse ones narrowed (same kinds, same order), and the
-    calls of ``present`` made (at most ``calls`` in all)."""
+                  present: PresentFn, calls: int = MAX_CALLS,
+                  state: ScanState | None = None
+                  ) -> tuple[dict[Kind, Stratum], int, dict[Kind, Unscanned]]:
+    """Return the strata with the sparse ones narrowed (same kinds, same order), the calls
+    of ``present`` made (at most ``calls`` in all), and, per kind with a part not scanned
+    yet, what was left out and what was found (see :func:`narrow`)."""
     out: dict[Kind, Stratum] = {}
     used = 0
+    unscanned: dict[Kind, Unscanned] = {}
+    if state:
+        spans = {r for s in strata.values() for r in _spans(s) if r[1] - r[0] >= MIN_RANGE}
+        for key in [k for k in state if k not in spans]:
+            del state[key]  # the mapping changed: what was found there is stale
     for kind, s in strata.items():
-        if used < calls and is_sparse(s, totals.get(kind, 0)):
-            s, n = narrow(s, present, calls - used, totals.get(kind, 0))
-            used += n
+        if is_sparse(s, totals.get(kind, 0)):
+            got = narrow(s, present, max(calls - used, 0), totals.get(kind, 0), state)
+            used += got.calls
+            s = got.stratum
+            if got.unscanned:
+                unscanned[kind] = Unscanned(got.unscanned, got.present)
         out[kind] = s
-    return out, used
+    return out, used, unscanned
 
 
 class _Availability:
@@ -124,21 +304,54 @@ class _Availability:
     usable: bool | None = None
 
 
-def narrowed(mm_dir: str, strata: dict[Kind, Stratum], totals: dict[Kind, int]
-             ) -> dict[Kind, Stratum]:
+def narrowed(mm_dir: str, strata: dict[Kind, Stratum], totals: dict[Kind, int],
+             state: ScanState | None = None
+             ) -> tuple[dict[Kind, Stratum], dict[Kind, Unscanned]]:
     """Return ``strata`` with the sparse ones narrowed to their present runs through the
-    ``pagemap`` of ``mm_dir``; unchanged where none is sparse, PAGEMAP_SCAN is missing or
-    the process cannot be scanned (the page queries then say Gone or Denied themselves)."""
+    ``pagemap`` of ``mm_dir`` (scanning on from ``state``, the process's kept scan), and
+    the unscanned bytes left out per kind; unchanged (and none left out) where none is
+    sparse, PAGEMAP_SCAN is missing or the process cannot be scanned (the page queries
+    then say Gone or Denied themselves)."""
     if _Availability.usable is False or not any(
             is_sparse(s, totals.get(k, 0)) for k, s in strata.items()):
-        return strata
+        return strata, {}
     try:
         with PagemapScan(mm_dir) as scan:
-            got, _ = narrow_strata(strata, totals, scan.present)
+            got, _, unscanned = narrow_strata(strata, totals, scan.present, state=state)
     except PagemapScanUnsupported:
         _Availability.usable = False
-        return strata
+        return strata, {}
     except SourceError:
-        return strata
+        return strata, {}
     _Availability.usable = True
-    return got
+    return got, unscanned
+
+
+def set_aside(est: PlacementEstimate, unscanned: dict[Kind, Unscanned],
+              totals: dict[Kind, int], page_size: int) -> PlacementEstimate:
+    """Return ``est`` with the bytes the unscanned parts hold moved from its placed bytes to
+    ``unsampled_bytes``: per kind, what ``totals`` counts beyond the resident bytes found
+    in the stratum (the larger of its sample's (or census's) estimate and the present
+    bytes the scans found), at most the unscanned virtual bytes and at most what was
+    placed of the kind; the node shares of the rest stay."""
+    if not unscanned:
+        return est
+    out = dict(est.bytes)
+    moved = 0
+    for res in est.strata:
+        left = unscanned.get(res.kind)
+        if left is None:
+            continue
+        sampled = (res.bytes if res.census else
+                   res.virtual_pages * page_size * res.resident // max(res.queried, 1))
+        placed = sum(v for (_, k), v in out.items() if k is res.kind)
+        cut = min(max(totals.get(res.kind, 0) - max(sampled, left.present), 0),
+                  left.virtual, placed)
+        if not cut or not placed:
+            continue
+        for key in [k for k in out if k[1] is res.kind]:
+            take = out[key] * cut // placed
+            out[key] -= take
+            moved += take
+    return replace(est, bytes={k: v for k, v in out.items() if v},
+                   unsampled_bytes=est.unsampled_bytes + moved)

@@ -25,6 +25,7 @@ from numa_exporter.model.counters import ThreadSum, advance
 from numa_exporter.model.home import home_for, locality
 from numa_exporter.model.kubernetes import Assignment, kubelet_home, kubelet_mismatches
 from numa_exporter.model.process_state import ProcessState, ProcessTable
+from numa_exporter.model.sample_memory import SampleMemory, host_migrated_pages
 from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample, SystemSample
 from numa_exporter.model.stages import (
     Homing,
@@ -90,11 +91,15 @@ class SampledReader(Protocol):
 
     def __call__(self, files: ProcessFiles, status: PidStatus, *,
                  max_queries: int | None = None,
-                 deadline: Deadline = NEVER) -> SampledPlacement:
+                 deadline: Deadline = NEVER,
+                 memory: SampleMemory | None = None,
+                 host_migrated: int | None = None) -> SampledPlacement:
         """Return the estimate; raise Gone/Denied/SourceError like a file read.
 
         At most ``max_queries`` pages are queried; ``deadline`` is checked before each
-        batch of queries (``Expired`` past it).
+        batch of queries (``Expired`` past it). ``memory`` is what earlier reads of the
+        process learned (updated by the read), ``host_migrated`` the host's migrated-pages
+        counter now (None: unknown).
         """
         ...
 
@@ -148,6 +153,14 @@ def thread_weights(readings: list[ThreadReading] | None, previous: Mapping[int, 
     if not any(w > 0 for _, w in weights):  # nothing ran: every thread counts once
         weights = [(n, 1.0) for n, _ in weights]
     return weights, by_node
+
+
+def log_sampled(pid: int, est: SampledPlacement) -> None:
+    """Log (debug) how a sampled read found the pages, how sure it is and what moved."""
+    log.debug("sampled placement", pid=pid, path=est.path, samples=est.samples,
+              node_bytes_stderr=round(est.node_bytes_stderr()),
+              moved=({f"{a}->{b}": v for (a, b), v in est.moved.items()}
+                     if est.moved is not None else None))
 
 
 class ProcessReader:
@@ -301,7 +314,8 @@ class ProcessReader:
         return True
 
     def placement(self, cand: Candidate, st: ProcessState, plan: Plan | None,
-                  deadline: Deadline, t0: float, mono: float) -> Placement:
+                  deadline: Deadline, t0: float, mono: float,
+                  host_migrated: int | None = None) -> Placement:
         """Return where the process's pages are, by the planned method, and record what the
         read cost in the process's costs (``t0``: when the process's read began).
 
@@ -310,7 +324,7 @@ class ProcessReader:
         hold = HoldMeter(self.cpu)
         c0 = self.cpu()
         try:
-            placed = self.place(cand, st, plan, deadline, hold)
+            placed = self.place(cand, st, plan, deadline, hold, host_migrated)
         except Denied:
             st.denied = True
             raise
@@ -328,16 +342,23 @@ class ProcessReader:
         return placed
 
     def place(self, cand: Candidate, st: ProcessState, plan: Plan | None,
-              deadline: Deadline = NEVER, hold: HoldMeter | None = None) -> Placement:
+              deadline: Deadline = NEVER, hold: HoldMeter | None = None,
+              host_migrated: int | None = None) -> Placement:
         """Return where the process's pages are, by the planned method (full without one).
 
         A sampled estimate carries the memory policies of the last full read, if any (only
-        numa_maps shows policies; they change only with mbind/set_mempolicy).
+        numa_maps shows policies; they change only with mbind/set_mempolicy), and uses and
+        updates what the process's earlier sampled reads learned (``st.sampled``), with the
+        host's migrated-pages counter ``host_migrated``.
         """
         files = cand.files
         if plan is not None and plan.method == "sampled" and self.sampled is not None:
+            if st.sampled is None:
+                st.sampled = SampleMemory()
             est = self.sampled(files, cand.status, max_queries=plan.max_queries,
-                               deadline=deadline)
+                               deadline=deadline, memory=st.sampled,
+                               host_migrated=host_migrated)
+            log_sampled(cand.pid, est)
             if est.parse_errors:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
             memory = self.known_nodes(est.bytes, f"{files.path}/maps")
@@ -351,6 +372,9 @@ class ProcessReader:
                               reason=first.reason if first else None)
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
         st.policy_bytes, st.policy_nodes = dict(maps.policy_bytes), dict(maps.policy_nodes)
+        # the full read counts movement from here on; a panel kept across it would count
+        # the moves between two full reads a second time
+        st.sampled = None
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
                          maps.off_policy_bytes, "full", mappings=maps.mappings)
 
@@ -532,14 +556,19 @@ class ProcessReader:
                              (t.faults for t in readings), own)
 
     # --- stage 8: drift ------------------------------------------------------------------
-    def drift(self, st: ProcessState, who: Identity, homing: Homing, now: ScanTime
-              ) -> Drift | None:
-        """Return the process's drift after this read (None with the drift collector off)."""
+    def drift(self, st: ProcessState, who: Identity, homing: Homing, now: ScanTime,
+              placed: Placement, host_migrated: int | None) -> Drift | None:
+        """Return the process's drift after this read (None with the drift collector off):
+        a full read's movement from its bytes per node, a sampled read's from the pages it
+        followed, both gated on the host's migrated-pages counter ``host_migrated``."""
         if not self.config.enabled("drift"):
             return None
         age = now.steady - who.start_time if self.boot_time() is not None else None
+        est = placed.estimate
         return st.drift.observe(self.table.rule, age, who.rss_bytes, homing.node_bytes,
-                                homing.locality.remote_ratio)
+                                homing.locality.remote_ratio, host_migrated=host_migrated,
+                                moved=est.moved if est is not None else None,
+                                exact=est is None)
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
@@ -558,9 +587,10 @@ class ProcessReader:
         if who is None:
             return None
         st = self.table.get(cand.key)
+        host_migrated = host_migrated_pages(system.vmstat)
         try:
             threads = self.threads(cand.files, st, deadline)
-            placed = self.placement(cand, st, plan, deadline, t0, now.mono)
+            placed = self.placement(cand, st, plan, deadline, t0, now.mono, host_migrated)
             found = self.texts(cand)
             uses = self.accelerators(cand, found, deadline)
         except Expired:
@@ -570,7 +600,7 @@ class ProcessReader:
         homing = self.homing(cand, system, threads, placed, uses, pod.kubelet, found)
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
         tiers = self.tiers(system, homing, cand.status, threads)
-        drift = self.drift(st, who, homing, now)
+        drift = self.drift(st, who, homing, now, placed, host_migrated)
         st.reads += 1
         st.abandoned = 0
         next_due = plan.next_due if plan is not None else None

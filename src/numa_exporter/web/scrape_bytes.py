@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 NAME = "numa_exporter_scrape_bytes"
 HELP = (
     "Bytes of the snapshot part of the exposition (every family but the per-scrape "
-    "process_*, python_* and numa_exporter_web_* ones), as last rendered, by format (text, "
+    "process_*, python_* and web server counters), as last rendered, by format (text, "
     "openmetrics) and encoding (identity, gzip: the cached deflate blocks); only the "
     "formats scrapers have asked for.")
 

@@ -1,0 +1,270 @@
+"""What the sampled reads of one process learned, carried forward while evidence says nothing
+moved; and the page movement the sample itself shows.
+
+A sampled read (:mod:`numa_exporter.model.sampling`) draws a fresh sample each time. Two
+things built on that sample need more than one read:
+
+* **Movement.** The per-node estimate changes from read to read by sampling noise alone, so
+  the difference of two estimates is not movement. Movement is counted from evidence
+  instead: a *panel* of resident pages per kind is followed from read to read (their
+  addresses and last nodes), and a panel page seen on another node is a page that moved,
+  standing for ``bytes of its kind / resident panel pages of its kind`` bytes. Pages that
+  left (freed, unmapped) and pages that arrived by allocation are not movement. The host's
+  own migration counters (:func:`host_migrated_pages`) gate the check: when no page on the
+  host migrated since the last read, nothing of this process moved and the panel is not
+  queried at all.
+* **Convergence.** While the evidence says nothing moved (the host moved nothing, or the
+  panel saw no page change node), the mappings are the same and the resident bytes of a
+  kind changed by at most :data:`STABLE_TOTAL`, the node counts of earlier reads are still a
+  uniform sample of the same pages: they are added to the fresh one, up to
+  :data:`CARRY_READS` reads' worth, so the per-node bytes of an unmoved process approach
+  the truth read after read. Any change of a kind (a panel page moved, its mappings or its
+  resident bytes changed) drops what that kind carried: the next estimate is a fresh one.
+
+State per process is bounded: at most :data:`PANEL_PAGES` followed pages (10 bytes each)
+and one count per (kind, node).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from numa_exporter.model.sampling import PlacementEstimate, Stratum, StratumResult
+from numa_exporter.parsers.cpulist import MAX_NODE_ID
+from numa_exporter.parsers.numa_maps import Kind
+
+#: Pages followed per process (all kinds together).
+PANEL_PAGES = 512
+#: Panel pages replaced by fresh draws per read, so the panel follows growth.
+PANEL_REFRESH = 64
+#: Pages drawn into a panel not yet full, per read (it fills over four reads: a first read
+#: costs about what it did).
+PANEL_FILL = 128
+#: At most this many reads' worth of resident samples are carried per kind (older reads
+#: fade out proportionally): the standard error falls by up to sqrt(CARRY_READS + 1).
+CARRY_READS = 16
+#: A kind whose resident bytes changed by more than this fraction starts afresh.
+STABLE_TOTAL = 0.005
+#: Host counters of pages migrated by anything (migrate_pages, move_pages, mbind, NUMA
+#: balancing, demotion, promotion, compaction): ``pgmigrate_success`` counts every one.
+HOST_MIGRATION = "pgmigrate_success"
+#: Used only where ``pgmigrate_success`` is missing.
+HOST_MIGRATION_PARTS = ("numa_pages_migrated", "pgpromote_success")
+HOST_DEMOTION_PREFIX = "pgdemote_"
+
+#: (from node, to node) -> bytes.
+Moves = dict[tuple[int, int], int]
+
+
+def host_migrated_pages(vmstat: Mapping[str, int]) -> int | None:
+    """Return the host's count of migrated pages (``pgmigrate_success``; else the sum of
+    the NUMA balancing, promotion and demotion counters; None when vmstat has none)."""
+    if HOST_MIGRATION in vmstat:
+        return vmstat[HOST_MIGRATION]
+    parts = [v for k, v in vmstat.items()
+             if k in HOST_MIGRATION_PARTS or k.startswith(HOST_DEMOTION_PREFIX)]
+    return sum(parts) if parts else None
+
+
+def migrated_since(before: int | None, now: int | None) -> int | None:
+    """Return the pages the host migrated between two counter readings (None: unknown,
+    or the counter went back)."""
+    if before is None or now is None or now < before:
+        return None
+    return now - before
+
+
+@dataclass(slots=True)
+class Panel:
+    """Resident pages of one kind followed from read to read: addresses, last nodes."""
+
+    addresses: array[int] = field(default_factory=lambda: array("Q"))
+    nodes: array[int] = field(default_factory=lambda: array("h"))
+
+    def __len__(self) -> int:
+        return len(self.addresses)
+
+
+@dataclass(slots=True)
+class SampleMemory:
+    """What the sampled reads of one process carry to the next read."""
+
+    shapes: dict[Kind, int] = field(default_factory=dict)  # stratum identity per kind
+    totals: dict[Kind, int] = field(default_factory=dict)  # resident bytes per kind
+    counts: dict[Kind, dict[int, float]] = field(default_factory=dict)  # carried samples
+    panel: dict[Kind, Panel] = field(default_factory=dict)
+    host_migrated: int | None = None  # the host's counter at the last read
+    # the last read found its fresh sample at odds with what was carried, or saw pages move:
+    # the next read queries the panel whatever the host's counter says
+    suspect: bool = False
+
+    def panel_pages(self) -> int:
+        """Return the number of pages followed."""
+        return sum(len(p) for p in self.panel.values())
+
+    def clear(self) -> None:
+        """Forget everything (the process is then read as if for the first time)."""
+        self.shapes, self.totals, self.counts, self.panel = {}, {}, {}, {}
+
+
+def shape_of(stratum: Stratum) -> int:
+    """Return an identity of the stratum's ranges: equal for the same mappings."""
+    def raw(values: Sequence[int]) -> bytes:
+        return values.tobytes() if isinstance(values, array) else array("Q", values).tobytes()
+    return hash((stratum.page_size, raw(stratum.starts), raw(stratum.cumulative)))
+
+
+def is_node(status: int) -> bool:
+    """Return whether a page status is a node (the page is resident there)."""
+    return 0 <= status <= MAX_NODE_ID
+
+
+@dataclass(frozen=True, slots=True)
+class Followed:
+    """The panel of one kind as a read found it: ``moves`` pages per (from, to) node,
+    ``resident`` panel pages still resident, and the panel with what left dropped."""
+
+    moves: dict[tuple[int, int], int]
+    resident: int
+    panel: Panel
+
+
+def follow(panel: Panel, statuses: Sequence[int]) -> Followed:
+    """Return what the statuses (one per panel page, in order) say of the panel: pages on
+    another node than last time moved; pages no longer resident left the panel (freed or
+    unmapped: not movement)."""
+    moves: dict[tuple[int, int], int] = {}
+    out = Panel()
+    for addr, was, now in zip(panel.addresses, panel.nodes, statuses, strict=False):
+        if not is_node(now):
+            continue
+        if now != was:
+            moves[(was, now)] = moves.get((was, now), 0) + 1
+        out.addresses.append(addr)
+        out.nodes.append(now)
+    return Followed(moves, len(out), out)
+
+
+def moved_bytes(followed: Mapping[Kind, Followed], kind_bytes: Mapping[Kind, int]) -> Moves:
+    """Return the bytes moved per (from, to) node: each moved panel page of a kind stands
+    for that kind's bytes over its resident panel pages."""
+    out: Moves = {}
+    for kind, f in followed.items():
+        if not f.resident or not f.moves:
+            continue
+        per_page = kind_bytes.get(kind, 0) / f.resident
+        for pair, pages in f.moves.items():
+            out[pair] = out.get(pair, 0) + round(pages * per_page)
+    return {k: v for k, v in out.items() if v}
+
+
+def refill(panel: Panel, addresses: Iterable[int], statuses: Iterable[int],
+           limit: int) -> Panel:
+    """Return the panel with the resident pages among ``addresses`` added (their statuses
+    in order) and the oldest pages dropped beyond ``limit``."""
+    out = Panel(array("Q", panel.addresses), array("h", panel.nodes))
+    for addr, st in zip(addresses, statuses, strict=False):
+        if is_node(st):
+            out.addresses.append(addr)
+            out.nodes.append(st)
+    extra = len(out) - max(limit, 0)
+    if extra > 0:
+        del out.addresses[:extra]
+        del out.nodes[:extra]
+    return out
+
+
+def stable(before: int | None, now: int) -> bool:
+    """Return whether resident bytes ``now`` are within :data:`STABLE_TOTAL` of ``before``."""
+    if before is None:
+        return False
+    top = max(before, now)
+    return top == 0 or abs(now - before) / top <= STABLE_TOTAL
+
+
+def kept_counts(memory: SampleMemory, kind: Kind, shape: int, total: int, moved: bool
+                ) -> dict[int, float]:
+    """Return the node counts of earlier reads still valid for ``kind``: none when pages of
+    the kind moved, its mappings changed or its resident bytes are not :func:`stable`."""
+    if moved or memory.shapes.get(kind) != shape or not stable(memory.totals.get(kind), total):
+        return {}
+    return dict(memory.counts.get(kind, {}))
+
+
+#: Standard errors by which a fresh share must differ from the carried one to count as a
+#: change (four: a false alarm about once in 16,000 node-reads), and the least samples.
+CHANGE_Z = 4.0
+CHANGE_SAMPLES = 8
+
+
+def at_odds(carried: Mapping[int, float], fresh: Iterable[tuple[int, int]]) -> bool:
+    """Return whether a fresh sample's node shares differ from the carried ones by more
+    than sampling explains: on some node by over :data:`CHANGE_Z` standard errors of the
+    difference of two proportions and by at least :data:`CHANGE_SAMPLES` samples.
+
+    The host's migration counter is added to only when a migrate_pages call ends, so a
+    long migration (a big migrate_pages(2), mbind or move_pages) looks quiet while it
+    runs; the fresh sample shows it."""
+    got = dict(fresh)
+    m = sum(got.values())
+    w = sum(carried.values())
+    if not m or w <= 0:
+        return False
+    for n in set(got) | set(carried):
+        f, c = got.get(n, 0), carried.get(n, 0.0)
+        pooled = (f + c) / (m + w)
+        se = math.sqrt(pooled * (1 - pooled) * (1 / m + 1 / w))
+        diff = abs(f / m - c / w)
+        if diff * m >= CHANGE_SAMPLES and diff > CHANGE_Z * se:
+            return True
+    return False
+
+
+def _allocate(total: int, counts: Mapping[int, float]) -> dict[int, int]:
+    """Return ``total`` bytes split over nodes in proportion to ``counts`` (summing to it)."""
+    whole = sum(counts.values())
+    out: dict[int, int] = {}
+    if whole <= 0:
+        return out
+    acc = 0
+    items = sorted((n, c) for n, c in counts.items() if c > 0)
+    for i, (n, c) in enumerate(items):
+        v = total - acc if i == len(items) - 1 else int(total * c // whole)
+        acc += v
+        out[n] = v
+    return out
+
+
+def combine(est: PlacementEstimate, carried: Mapping[Kind, Mapping[int, float]],
+            reads: int = CARRY_READS) -> tuple[PlacementEstimate, dict[Kind, dict[int, float]]]:
+    """Return the estimate with each sampled stratum's fresh node counts added to what it
+    carried (at most ``reads`` times the fresh resident samples; more fades out in
+    proportion), and the counts to carry next. Census strata are exact: nothing added."""
+    out_bytes = dict(est.bytes)
+    results: list[StratumResult] = []
+    keep: dict[Kind, dict[int, float]] = {}
+    for s in est.strata:
+        if s.census or not s.resident or not s.bytes:
+            results.append(s)
+            continue
+        counts: dict[int, float] = {n: float(c) for n, c in s.node_counts}
+        for n, c in carried.get(s.kind, {}).items():
+            counts[n] = counts.get(n, 0.0) + c
+        whole = sum(counts.values())
+        limit = (reads + 1) * s.resident
+        if whole > limit:
+            counts = {n: c * limit / whole for n, c in counts.items()}
+            whole = float(limit)
+        keep[s.kind] = counts
+        for n, _ in s.node_counts:
+            out_bytes.pop((n, s.kind), None)
+        for n, b in _allocate(s.bytes, counts).items():
+            if b:
+                out_bytes[(n, s.kind)] = out_bytes.get((n, s.kind), 0) + b
+        results.append(replace(s, resident=max(int(whole), s.resident), node_counts=tuple(
+            sorted((n, round(c)) for n, c in counts.items() if round(c) > 0))))
+    return replace(est, bytes={k: v for k, v in out_bytes.items() if v},
+                   strata=tuple(results)), keep

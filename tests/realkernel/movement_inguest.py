@@ -1,0 +1,166 @@
+"""In-guest runner of the movement scenario (run by test_movement.py inside QEMU).
+
+    /usr/bin/python3 movement_inguest.py PLAN.json
+
+Balancing off, THP only on request. Starts two rkwork workloads: ``still`` (256 MiB
+interleaved over every node, never moved) and ``moved`` (128 MiB bound to node 2), then the
+exporter with every process forced onto the sampled reader (``--placement.hold-budget`` of
+1 us). After each completed scan it saves the scrape and, read right beside it, both
+workloads' numa_maps (``scan-NN.prom``, ``numa_maps-NN-<name>``); after ``scans_before``
+scans it moves ``moved`` from node 2 to node 3 with ``migratepages`` (migrate_pages(2)) and
+goes on for ``scans_after`` scans. ``summary.json`` says what happened when. Standard
+library only (the guest's own python3 runs it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+WORKLOADS = {
+    "still": ["--cpunodebind=0", "--interleave=all"],
+    "moved": ["--cpunodebind=0", "--membind=2"],
+}
+SIZES = {"still": 256, "moved": 128}
+
+
+def _write(path: Path, data: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data)
+
+
+def _scrape(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=20) as resp:
+            return str(resp.read().decode("utf-8", "replace"))
+    except OSError:
+        return None
+
+
+def _scans(text: str | None) -> int:
+    m = re.search(r"^numa_exporter_scans_total(?:\{\})? ([0-9.e+]+)$", text or "", re.M)
+    return int(float(m.group(1))) if m else -1
+
+
+def _next_scan(url: str, after: int, timeout: float) -> tuple[int, str] | None:
+    """Return (scans, text) once more than ``after`` scans completed (None at timeout)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        text = _scrape(url)
+        n = _scans(text)
+        if n > after and text is not None:
+            return n, text
+        time.sleep(0.2)
+    return None
+
+
+def _start(name: str, plan: dict[str, Any], out: Path) -> tuple[subprocess.Popen[bytes], int]:
+    ready = Path(f"/tmp/rk-move-{name}")
+    ready.unlink(missing_ok=True)
+    argv = ["numactl", *WORKLOADS[name], plan["workload"], "-m", "anon", "-s",
+            str(SIZES[name]), "-c", "0", "-r", str(ready), "-T", "1200"]
+    with open(out / f"workload-{name}.out", "wb") as fh:
+        wl = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    end = time.monotonic() + 180
+    while not ready.exists() and wl.poll() is None and time.monotonic() < end:
+        time.sleep(0.2)
+    if not ready.exists():
+        raise RuntimeError(f"{name} never became ready (rc={wl.poll()})")
+    info = dict(line.split("=", 1) for line in ready.read_text().splitlines() if "=" in line)
+    return wl, int(info["pid"])
+
+
+def _record(url: str, scans: int, pids: dict[str, int], out: Path, timeout: float
+            ) -> int:
+    got = _next_scan(url, scans, timeout)
+    if got is None:
+        raise RuntimeError(f"no scan after {scans} within {timeout} s")
+    n, text = got
+    _write(out / f"scan-{n:03d}.prom", text)
+    for name, pid in pids.items():
+        with contextlib.suppress(OSError):
+            _write(out / f"numa_maps-{n:03d}-{name}", Path(f"/proc/{pid}/numa_maps").read_text())
+    return n
+
+
+def run(plan: dict[str, Any], out: Path) -> dict[str, Any]:
+    """Run the scenario; return its summary."""
+    summary: dict[str, Any] = {"errors": [], "scans": [], "migrated_after": None}
+    wls: list[subprocess.Popen[bytes]] = []
+    exp: subprocess.Popen[bytes] | None = None
+    try:
+        pids: dict[str, int] = {}
+        for name in WORKLOADS:
+            wl, pid = _start(name, plan, out)
+            wls.append(wl)
+            pids[name] = pid
+        summary["pids"] = pids
+        port = plan["port"]
+        argv = [*plan["exporter"], f"--web.listen-address=127.0.0.1:{port}",
+                f"--scan.interval={plan['interval']}", "--process.min-resident=0",
+                "--process.include=^rkwork", "--placement.hold-budget=0.000001",
+                "--log.format=json", "--log.level=debug"]
+        summary["exporter_argv"] = argv
+        with open(out / "exporter.out", "wb") as so, open(out / "exporter.log", "wb") as se:
+            exp = subprocess.Popen(argv, stdout=so, stderr=se, start_new_session=True)
+        url = f"http://127.0.0.1:{port}/metrics"
+        first = _next_scan(url, 0, 180)
+        if first is None:
+            raise RuntimeError("the exporter never completed a scan")
+        scans = first[0]
+        t0 = time.monotonic()
+        for _ in range(plan["scans_before"]):
+            scans = _record(url, scans, pids, out, 120)
+            summary["scans"].append([scans, round(time.monotonic() - t0, 2)])
+        r = subprocess.run(["migratepages", str(pids["moved"]), "2", "3"], capture_output=True,
+                           text=True, timeout=300, check=False)
+        summary["migrated_after"] = scans
+        summary["migratepages"] = [r.returncode, r.stderr[-500:]]
+        summary["migrated_s"] = round(time.monotonic() - t0, 2)
+        for _ in range(plan["scans_after"]):
+            scans = _record(url, scans, pids, out, 120)
+            summary["scans"].append([scans, round(time.monotonic() - t0, 2)])
+    except Exception as exc:
+        summary["errors"].append(f"{type(exc).__name__}: {exc}")
+        summary["traceback"] = traceback.format_exc()
+    finally:
+        if exp is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(exp.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                exp.wait(timeout=10)
+        for wl in wls:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(wl.pid, signal.SIGKILL)
+            wl.wait(timeout=10)
+    return summary
+
+
+def main() -> int:
+    """Run the plan in argv[1]; return 0 (errors are in summary.json)."""
+    plan = json.loads(Path(sys.argv[1]).read_text())
+    out = Path(plan["out"])
+    out.mkdir(parents=True, exist_ok=True)
+    Path("/sys/kernel/mm/transparent_hugepage/enabled").write_text("madvise")
+    Path("/proc/sys/kernel/numa_balancing").write_text("0")
+    _write(out / "uname.txt", os.uname().release)
+    t0 = time.monotonic()
+    summary = run(plan, out)
+    summary["elapsed_s"] = round(time.monotonic() - t0, 2)
+    _write(out / "summary.json", json.dumps(summary, indent=1))
+    print(f"== movement: {summary['elapsed_s']} s errors={summary['errors']}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

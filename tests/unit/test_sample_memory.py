@@ -1,0 +1,242 @@
+"""Carried sampled reads and movement from evidence, against synthetic processes whose every
+page's node is known (a dict from page index to node; the query reads it).
+
+Nothing moves: the movement counters stay flat and the per-node error shrinks read after
+read. A known fraction moves: it is counted (within the panel's sampling error) on both
+nodes, and the estimate follows the new placement at once.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import random
+from collections.abc import Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numa_exporter.model.drift import DriftTrack, WarmupRule, balanced_moves
+from numa_exporter.model.sample_memory import (
+    PANEL_PAGES,
+    SampleMemory,
+    host_migrated_pages,
+    migrated_since,
+)
+from numa_exporter.model.sampling import (
+    PlacementEstimate,
+    QuerySampler,
+    estimate_placement,
+    make_stratum,
+)
+from numa_exporter.parsers.numa_maps import Kind, fold_nodes
+from numa_exporter.readers.sampled_memory import read_with_memory
+
+PAGE = 4096
+MiB = 1 << 20
+BASE = 0x7F00_0000_0000
+RULE = WarmupRule(age=0.0, scans=2, tolerance=0.05)
+
+
+class Process:
+    """A synthetic process: one anon mapping of ``pages`` pages, each on a known node."""
+
+    def __init__(self, pages: int, nodes: Sequence[int], seed: int) -> None:
+        rng = random.Random(seed)
+        self.node = {i: rng.choice(list(nodes)) for i in range(pages)}
+        self.frame = {Kind.ANON: make_stratum(Kind.ANON, [(BASE, BASE + pages * PAGE)], PAGE)}
+        self.queries = 0
+
+    def query(self, addresses: Sequence[int]) -> list[int]:
+        """Return the node of each address (-EFAULT outside the mapping)."""
+        self.queries += len(addresses)
+        return [self.node.get((a - BASE) // PAGE, -errno.EFAULT) for a in addresses]
+
+    def truth(self) -> dict[int, int]:
+        """Return the exact bytes per node."""
+        out: dict[int, int] = {}
+        for n in self.node.values():
+            out[n] = out.get(n, 0) + PAGE
+        return out
+
+    def totals(self) -> dict[Kind, int]:
+        """Return resident bytes per kind, as status would."""
+        return {Kind.ANON: len(self.node) * PAGE}
+
+    def read(self, memory: SampleMemory, host: int | None, rng: random.Random,
+             max_queries: int = 2000) -> PlacementEstimate:
+        """Return one carried sampled read (a 2 % target: ~2400 samples wanted)."""
+        sampler = QuerySampler(self.query)
+
+        def estimate(q: int | None) -> PlacementEstimate:
+            return estimate_placement(self.frame, self.totals(), None, sampler=sampler,
+                                      rng=rng, census_pages=0, max_queries=q,
+                                      target_error=0.02)
+
+        return read_with_memory(memory, self.frame, self.frame, self.totals(), self.query,
+                                estimate, host_migrated=host, max_queries=max_queries,
+                                rng=rng)
+
+
+def _worst(est: PlacementEstimate, truth: dict[int, int]) -> int:
+    got = fold_nodes(est.bytes)
+    return max(abs(got.get(n, 0) - b) for n, b in truth.items())
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), nodes=st.integers(2, 4),
+       busy=st.booleans())
+def test_nothing_moves_counters_flat_and_error_shrinks(seed: int, nodes: int,
+                                                       busy: bool) -> None:
+    """``busy``: the host migrates pages of other processes all along (the panel is then
+    queried every read and must see nothing); else the host's counter stands still."""
+    proc = Process(16384, range(nodes), seed)
+    rng = random.Random(seed)
+    mem = SampleMemory()
+    track = DriftTrack.new(RULE)
+    host = 1000
+    errors, stderrs = [], []
+    for _ in range(12):
+        host += 5000 if busy else 0
+        est = proc.read(mem, host, rng)
+        d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=host,
+                          moved=est.moved, exact=False)
+        assert d.arrived_bytes == {} and d.departed_bytes == {}
+        errors.append(_worst(est, proc.truth()))
+        stderrs.append(est.node_bytes_stderr())
+        assert mem.panel_pages() <= PANEL_PAGES
+    assert stderrs[-1] < 0.5 * stderrs[0]
+    # twelve reads carried: the error is that of ~4x the samples (a loose 3-sigma bound)
+    assert errors[-1] <= 3 * stderrs[-1] + PAGE
+    assert sum(errors[-3:]) < sum(errors[:3]) or errors[-1] <= 3 * stderrs[-1]
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), fraction=st.floats(0.1, 1.0), lag=st.booleans())
+def test_a_known_fraction_moves_and_is_counted(seed: int, fraction: float, lag: bool) -> None:
+    """``lag``: the host's counter shows the migration only two reads later (a long
+    migrate_pages call adds to pgmigrate_success when it ends)."""
+    proc = Process(16384, (0, 1, 2, 3), seed)
+    rng = random.Random(seed)
+    mem = SampleMemory()
+    track = DriftTrack.new(RULE)
+    host = 0
+    for _ in range(4):  # settle: carried counts, full panel
+        est = proc.read(mem, host, rng)
+        track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=host,
+                      moved=est.moved, exact=False)
+    on2 = [i for i, n in proc.node.items() if n == 2]
+    chosen = random.Random(seed + 1).sample(on2, int(fraction * len(on2)))
+    for i in chosen:
+        proc.node[i] = 3
+    for i in range(4 if lag else 1):
+        if not lag or i == 2:
+            host += len(chosen)
+        est = proc.read(mem, host, rng)
+        d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=host,
+                          moved=est.moved, exact=False)
+    moved = len(chosen) * PAGE
+    size = len(proc.node) * PAGE
+    # the panel's binomial error on the moved share of the process, 4 sigma
+    p = moved / size
+    tol = 4 * math.sqrt(p * (1 - p) / PANEL_PAGES) * size + PAGE
+    assert abs(d.departed_bytes.get(2, 0) - moved) <= tol
+    assert abs(d.arrived_bytes.get(3, 0) - moved) <= tol
+    assert set(d.departed_bytes) <= {2} and set(d.arrived_bytes) <= {3}
+    # the estimate follows: node 2's carried counts were dropped
+    got = fold_nodes(est.bytes)
+    assert abs(got.get(2, 0) - proc.truth().get(2, 0)) <= 4 * est.node_bytes_stderr() + PAGE
+
+
+def test_queries_stay_within_the_budget() -> None:
+    proc = Process(16384, (0, 1), 7)
+    rng = random.Random(7)
+    mem = SampleMemory()
+    for host in range(0, 10):
+        proc.queries = 0
+        est = proc.read(mem, host * 100, rng, max_queries=1200)
+        assert proc.queries <= 1200 + 4  # one draw per kind may round up
+        assert est.samples == proc.queries
+
+
+def test_mapping_change_drops_what_was_carried() -> None:
+    proc = Process(8192, (0, 1), 3)
+    rng = random.Random(3)
+    mem = SampleMemory()
+    for _ in range(5):
+        est = proc.read(mem, 0, rng)
+    carried = sum(s.resident for s in est.strata)
+    assert carried > 3 * 2000 // 2
+    proc.frame = {Kind.ANON: make_stratum(Kind.ANON, [(BASE, BASE + 8000 * PAGE)], PAGE)}
+    for i in range(8000, 8192):
+        del proc.node[i]
+    est = proc.read(mem, 0, rng)
+    assert sum(s.resident for s in est.strata) < carried / 2
+
+
+def test_host_counter() -> None:
+    assert host_migrated_pages({"pgmigrate_success": 7, "numa_pages_migrated": 3}) == 7
+    assert host_migrated_pages({"numa_pages_migrated": 3, "pgdemote_kswapd": 2}) == 5
+    assert host_migrated_pages({"numa_hit": 3}) is None
+    assert migrated_since(None, 3) is None and migrated_since(5, 3) is None
+    assert migrated_since(3, 3) == 0
+
+
+def test_full_reads_count_movement_not_growth() -> None:
+    assert balanced_moves({0: 100}, {0: 100, 1: 50}) == {}  # growth
+    assert balanced_moves({0: 100, 1: 50}, {0: 100}) == {}  # freeing
+    assert balanced_moves({2: 128 * MiB}, {3: 128 * MiB}) == {(2, 3): 128 * MiB}
+    assert balanced_moves({0: 100}, {0: 40, 1: 80}) == {(0, 1): 60}  # 60 moved, 20 grew
+    t = DriftTrack.new(RULE)
+    t.observe(RULE, 1.0, 1, {0: 100}, 0.0, host_migrated=10)
+    d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=10)
+    assert d.arrived_bytes == {}  # the host moved no page: freed here, allocated there
+    d = t.observe(RULE, 1.0, 1, {0: 100}, 0.0, host_migrated=10)
+    assert d.arrived_bytes == {}  # ... and freed there, allocated here again
+    d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=10)
+    assert d.arrived_bytes == {}  # a migrate_pages call still running: the counter lags
+    d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=25)
+    assert d.arrived_bytes == {1: 60} and d.departed_bytes == {0: 60}  # counted once it ends
+    d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=30)
+    assert d.arrived_bytes == {1: 60}  # not twice
+
+
+@settings(max_examples=300)
+@given(before=st.dictionaries(st.integers(0, 7), st.integers(0, 1 << 30), max_size=8),
+       after=st.dictionaries(st.integers(0, 7), st.integers(0, 1 << 30), max_size=8))
+def test_balanced_moves_never_exceed_the_changes(before: dict[int, int],
+                                                 after: dict[int, int]) -> None:
+    moves = balanced_moves(before, after)
+    for (src, dst), b in moves.items():
+        assert src != dst and b > 0
+    gained = sum(max(after.get(n, 0) - before.get(n, 0), 0) for n in range(8))
+    lost = sum(max(before.get(n, 0) - after.get(n, 0), 0) for n in range(8))
+    assert sum(moves.values()) <= min(gained, lost)
+    assert sum(moves.values()) >= min(gained, lost) - 64  # rounding: a byte per pair
+
+
+def test_a_move_the_host_counter_does_not_show_yet_is_seen_by_the_sample() -> None:
+    """A long migrate_pages call adds to pgmigrate_success only when it ends: the fresh
+    sample, at odds with the carried counts, sends the next read to the panel, which counts
+    the move while the counter still stands."""
+    proc = Process(16384, (0, 1, 2, 3), 11)
+    rng = random.Random(11)
+    mem = SampleMemory()
+    track = DriftTrack.new(RULE)
+    for _ in range(4):
+        est = proc.read(mem, 0, rng)
+        track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=0,
+                      moved=est.moved, exact=False)
+    on2 = [i for i, n in proc.node.items() if n == 2]
+    for i in on2:
+        proc.node[i] = 3
+    est = proc.read(mem, 0, rng)  # the counter has not moved
+    assert mem.suspect
+    got = fold_nodes(est.bytes)
+    assert got.get(2, 0) <= 4 * est.node_bytes_stderr() + PAGE  # the carry was dropped
+    est = proc.read(mem, 0, rng)
+    d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=0,
+                      moved=est.moved, exact=False)
+    moved = len(on2) * PAGE
+    assert abs(d.departed_bytes.get(2, 0) - moved) <= 0.1 * moved
+    assert abs(d.arrived_bytes.get(3, 0) - moved) <= 0.1 * moved
