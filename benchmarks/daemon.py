@@ -249,9 +249,13 @@ DEFAULT_FLAGS = ("--process.min-resident=0", "--scan.interval=1s")
 CONTENDERS = ("daemon_default", "daemon_full", "numastat", "cat")
 
 
-def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path
-              ) -> dict[str, Any]:
-    """Return the black-box measurements of one target shape (see the module docstring)."""
+def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path,
+              versus: Sequence[str] = ()) -> dict[str, Any]:
+    """Return the black-box measurements of one target shape (see the module docstring).
+
+    ``versus``: flags of one more daemon (``daemon_versus``, default flags plus these),
+    paired with the default one (e.g. ``--no-collector.binding``: what the thread audit
+    costs)."""
     comm = f"nbt-{os.getpid() % 100000}"
     old = ensure_map_count(shape.mappings + 10_000) if shape.mappings else None
     try:
@@ -265,6 +269,9 @@ def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path
         daemons["daemon_default"] = Daemon(flags, workdir, f"{shape.name}-default")
         daemons["daemon_full"] = Daemon((*flags, "--placement.sample-above=0"), workdir,
                                         f"{shape.name}-full")
+        if versus:
+            daemons["daemon_versus"] = Daemon((*flags, *versus), workdir,
+                                              f"{shape.name}-versus")
         for d in daemons.values():  # the first scan reads every thread in full
             d.wait_scans(2, 120)
             d.pause()
@@ -288,6 +295,8 @@ def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path
              for name in daemons}
     pairs = [(a, b) for a in ("daemon_default", "daemon_full") for b in ("numastat", "cat")]
     pairs.append(("daemon_default", "daemon_full"))
+    if versus:
+        pairs.append(("daemon_default", "daemon_versus"))
     return {
         "shape": shape.name, "rounds": rounds, "scans_per_window": scans,
         "orders": res.orders, "records": res.values,
@@ -448,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="also the scaling case with these process counts (e.g. 10,50,200)")
     ap.add_argument("--json", type=Path, default=Path(".cache/benchmarks/daemon.json"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--versus", action="append", default=[], metavar="FLAG",
+                    help="one more daemon with the default flags plus FLAG (repeatable), "
+                         "paired with the default one: --versus=--no-collector.binding")
     ns = ap.parse_args(argv)
     shapes = list(SHAPES)
     if ns.shapes:
@@ -470,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
                              "available: skipped")
                 continue
             print(f"{shape.name} ({ns.rounds} rounds)...", file=sys.stderr, flush=True)
-            results.append(run_shape(shape, ns.rounds, ns.scans, ns.seed + i, workdir))
+            results.append(run_shape(shape, ns.rounds, ns.scans, ns.seed + i, workdir,
+                                     ns.versus))
         idle = None
         if not ns.no_idle:
             print("idle daemon...", file=sys.stderr, flush=True)

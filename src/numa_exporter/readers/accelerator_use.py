@@ -87,7 +87,7 @@ class AcceleratorMap:
                     a = self.source.device_for_devname(fd.path)
                 if a is not None:
                     found[a.pci_address] = a
-        return tuple(AcceleratorUse(a.device, a.pci_address, a.node)
+        return tuple(AcceleratorUse(a.device, a.pci_address, a.node, a.local_cpus)
                      for _, a in sorted(found.items()))
 
 

@@ -148,6 +148,17 @@ def read_live_thread(files: ProcessFiles, min_resident: int, errors: ErrorReport
     return None
 
 
+def read_resident_pages(files: ProcessFiles) -> int | None:
+    """Return the resident pages ``statm`` shows (one ``pread`` on a held descriptor where
+    the root is live), or None when it cannot be read or parsed (the caller screens the
+    process again, which reports what is wrong)."""
+    try:
+        pages = parse_pid_statm(files.statm())
+    except SourceError:
+        return None
+    return pages.resident_pages if pages is not None else None
+
+
 def read_stat(files: ProcessFiles, errors: ErrorReporter) -> PidStat | None:
     """Return the parsed stat (None when malformed, reported); raises the read's SourceError."""
     stat = parse_pid_stat(files.stat())

@@ -78,6 +78,12 @@ class ProcFS:
         return read_small(self.root / "driver" / "nvidia" / "gpus" / gpu / "information",
                           "nvidia")
 
+    def nvidia_numa_status(self, gpu: str) -> bytes:
+        """Return the bytes of ``driver/nvidia/gpus/<gpu>/numa_status`` (present only for
+        GPUs whose memory can be a NUMA node)."""
+        return read_small(self.root / "driver" / "nvidia" / "gpus" / gpu / "numa_status",
+                          "nvidia")
+
     def self_status(self) -> bytes:
         """Return the bytes of ``self/status`` (the exporter's own, as this root shows it)."""
         return read_small(self.root / "self" / "status", "status")
