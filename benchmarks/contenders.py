@@ -14,6 +14,7 @@ from numa_exporter.parsers.numa_maps import COMPILED, parse_numa_maps
 from numa_exporter.readers.threads import ThreadReading, read_threads
 from numa_exporter.sources.files import STREAM_CHUNK
 from numa_exporter.sources.procfs import ProcFS
+from numa_exporter.sources.threads import TaskDir, ThreadMissing
 
 REPO = Path(__file__).resolve().parents[1]
 Contender = Callable[[], object]
@@ -113,10 +114,13 @@ def baseline(pid: int, mods: tuple[types.ModuleType, types.ModuleType]) -> Conte
 
     def run() -> object:
         out = numa_maps.parse_numa_maps(lines())
-        for tid in files.tids():
-            parse_pid_stat(files.task_stat(tid))
-            sched = files.task_sched(tid)
-            if sched is not None:
+        with TaskDir(files) as task:
+            for tid in task.tids():
+                parse_pid_stat(task.read(f"{tid}/stat", "task_stat"))
+                try:
+                    sched = task.read(f"{tid}/sched", "sched")
+                except ThreadMissing:
+                    continue  # CONFIG_SCHED_DEBUG off, or the thread exited
                 pid_sched.parse_pid_sched(sched)
         return out
 

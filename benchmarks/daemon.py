@@ -13,7 +13,12 @@ Two cases use it:
   target, ``--process.min-resident=0`` and ``--scan.interval=1s`` set) and by the same with
   ``--placement.sample-above=0`` (every read in full), against ``numastat -p`` and ``cat
   numa_maps`` of the same target, in interleaved rounds; and the idle daemon (nothing
-  selected).
+  selected);
+* the scaling case (:func:`run_scaling`, ``python -m benchmarks daemon --scaling 10,50,200``):
+  N watched processes of 32 MiB each (one shared 32 MiB pool every process maps and touches:
+  each walks 8,192 pages), the daemon at its default flags against the kernel's own read of
+  the same numa_maps (one ``cat`` of all N files) and ``numastat -p`` run on each, summed, in
+  interleaved rounds; with the daemon's RSS and the series it exports.
 """
 
 from __future__ import annotations
@@ -244,9 +249,13 @@ DEFAULT_FLAGS = ("--process.min-resident=0", "--scan.interval=1s")
 CONTENDERS = ("daemon_default", "daemon_full", "numastat", "cat")
 
 
-def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path
-              ) -> dict[str, Any]:
-    """Return the black-box measurements of one target shape (see the module docstring)."""
+def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path,
+              versus: Sequence[str] = ()) -> dict[str, Any]:
+    """Return the black-box measurements of one target shape (see the module docstring).
+
+    ``versus``: flags of one more daemon (``daemon_versus``, default flags plus these),
+    paired with the default one (e.g. ``--no-collector.binding``: what the thread audit
+    costs)."""
     comm = f"nbt-{os.getpid() % 100000}"
     old = ensure_map_count(shape.mappings + 10_000) if shape.mappings else None
     try:
@@ -260,6 +269,9 @@ def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path
         daemons["daemon_default"] = Daemon(flags, workdir, f"{shape.name}-default")
         daemons["daemon_full"] = Daemon((*flags, "--placement.sample-above=0"), workdir,
                                         f"{shape.name}-full")
+        if versus:
+            daemons["daemon_versus"] = Daemon((*flags, *versus), workdir,
+                                              f"{shape.name}-versus")
         for d in daemons.values():  # the first scan reads every thread in full
             d.wait_scans(2, 120)
             d.pause()
@@ -283,6 +295,8 @@ def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path
              for name in daemons}
     pairs = [(a, b) for a in ("daemon_default", "daemon_full") for b in ("numastat", "cat")]
     pairs.append(("daemon_default", "daemon_full"))
+    if versus:
+        pairs.append(("daemon_default", "daemon_versus"))
     return {
         "shape": shape.name, "rounds": rounds, "scans_per_window": scans,
         "orders": res.orders, "records": res.values,
@@ -315,6 +329,84 @@ def run_idle(rounds: int, scans: int, workdir: Path) -> dict[str, Any]:
             "psutil_cpu": spread([float(r["psutil_cpu_seconds_per_scan"]) for r in recs]),
             "stages": {k: spread([float(r["stages"][k]) for r in recs if k in r["stages"]])
                        for k in sorted({k for r in recs for k in r["stages"]})}}
+
+
+SCALING_MIB = 32
+
+
+def _raw_read(pids: Sequence[int]) -> dict[str, Any]:
+    """Return the CPU seconds of one ``cat`` of every process's numa_maps (the kernel's walk
+    of their page tables, plus one cat's start-up)."""
+    return {"cpu_seconds": _child_cpu(["cat", *(f"/proc/{p}/numa_maps" for p in pids)])}
+
+
+def _numastat_summed(numastat: str, pids: Sequence[int]) -> dict[str, Any]:
+    """Return the CPU seconds of ``numastat -p`` run on each process, summed."""
+    return {"cpu_seconds": sum(_child_cpu([numastat, "-p", str(p)]) for p in pids)}
+
+
+def run_scaling_one(n: int, rounds: int, scans: int, seed: int, workdir: Path
+                    ) -> dict[str, Any]:
+    """Return the scaling measurements with ``n`` watched processes (see the module
+    docstring)."""
+    fleet = start_fleet(n, SCALING_MIB)
+    d: Daemon | None = None
+    try:
+        pids = sorted(c.pid for c in psutil.Process(fleet.proc.pid).children())
+        d = Daemon(("--process.include=^numa-bench-d$", *DEFAULT_FLAGS), workdir,
+                    f"scaling-{n}")
+        d.wait_scans(2, 300)  # the first scan reads every thread in full
+        d.pause()
+        cs: dict[str, Callable[[], dict[str, Any]]] = {
+            "daemon": functools.partial(cpu_per_scan, d, scans, 1.0),
+            "raw": functools.partial(_raw_read, pids)}
+        numastat = shutil.which("numastat")
+        if numastat:
+            cs["numastat"] = functools.partial(_numastat_summed, numastat, pids)
+        res = timed_rounds(cs, rounds, seed)
+        d.resume()
+        text = d.scrape()
+        d.pause()
+        usage = d.usage()
+    finally:
+        if d is not None:
+            d.close()
+        fleet.close()
+    cpu = {name: [float(r.get("cpu_seconds_per_scan", r.get("cpu_seconds", 0.0)))
+                  for r in recs] for name, recs in res.values.items()}
+    series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+    return {"processes": n, "watched": len(pids), "rounds": rounds, "scans_per_window": scans,
+            "orders": res.orders, "records": res.values,
+            "cpu": {k: spread(v) for k, v in cpu.items()},
+            "ratios": {k: spread(v) for k, v in paired_ratios(
+                cpu, [("daemon", "raw"), ("daemon", "numastat")]).items()},
+            "read_per_scan": spread([float(r["read_per_scan"]) for r in res.values["daemon"]]),
+            "stages": {k: spread([float(r["stages"][k]) for r in res.values["daemon"]
+                                  if k in r["stages"]])
+                       for k in sorted({k for r in res.values["daemon"] for k in r["stages"]})},
+            "series": series, **usage}
+
+
+def print_scaling(rows: list[dict[str, Any]]) -> None:
+    """Print the scaling results as a Markdown table."""
+    print(f"\nScaling: N watched processes of {SCALING_MIB} MiB, daemon at default flags; CPU ms "
+          "per scan (daemon: its process CPU clock / scans_total change; raw: one cat of the "
+          "N numa_maps; numastat -p run on each, summed), median [min-max] over rounds\n")
+    print("| N | read per scan | daemon | raw numa_maps | numastat -p summed | daemon / raw | "
+          "daemon / numastat | daemon per process | RSS MiB | series |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        c, q = r["cpu"], r["ratios"]
+        per = {k: v / r["processes"] for k, v in c["daemon"].items()}
+        print(f"| {r['processes']} | {r['read_per_scan']['median']:.0f} | "
+              f"{fmt_spread(c.get('daemon'), 1e3, 1)} | {fmt_spread(c.get('raw'), 1e3, 1)} | "
+              f"{fmt_spread(c.get('numastat'), 1e3, 1)} | "
+              f"{fmt_spread(q.get('daemon/raw'))} | {fmt_spread(q.get('daemon/numastat'))} | "
+              f"{fmt_spread(per, 1e3, 2)} | {r['rss_bytes'] / (1 << 20):.0f} | "
+              f"{r['series']} |")
+    for r in rows:
+        stages = ", ".join(f"{k} {v['median'] * 1e3:.1f}" for k, v in r["stages"].items())
+        print(f"  N={r['processes']}: scan thread CPU by stage (ms, median): {stages}")
 
 
 def print_blackbox(shapes: list[dict[str, Any]], idle: dict[str, Any] | None,
@@ -361,8 +453,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scans", type=int, default=4, help="daemon scans per window (4)")
     ap.add_argument("--shapes", help="comma-separated: " + ",".join(s.name for s in SHAPES))
     ap.add_argument("--no-idle", action="store_true", help="skip the idle daemon")
+    ap.add_argument("--scaling", metavar="N,N,...",
+                    help="also the scaling case with these process counts (e.g. 10,50,200)")
     ap.add_argument("--json", type=Path, default=Path(".cache/benchmarks/daemon.json"))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--versus", action="append", default=[], metavar="FLAG",
+                    help="one more daemon with the default flags plus FLAG (repeatable), "
+                         "paired with the default one: --versus=--no-collector.binding")
     ns = ap.parse_args(argv)
     shapes = list(SHAPES)
     if ns.shapes:
@@ -385,11 +482,18 @@ def main(argv: list[str] | None = None) -> int:
                              "available: skipped")
                 continue
             print(f"{shape.name} ({ns.rounds} rounds)...", file=sys.stderr, flush=True)
-            results.append(run_shape(shape, ns.rounds, ns.scans, ns.seed + i, workdir))
+            results.append(run_shape(shape, ns.rounds, ns.scans, ns.seed + i, workdir,
+                                     ns.versus))
         idle = None
         if not ns.no_idle:
             print("idle daemon...", file=sys.stderr, flush=True)
             idle = run_idle(ns.rounds, 2 * ns.scans, workdir)
+        scaling: list[dict[str, Any]] = []
+        for i, n in enumerate(int(x) for x in (ns.scaling or "").split(",") if x):
+            print(f"scaling, {n} processes ({ns.rounds} rounds)...", file=sys.stderr,
+                  flush=True)
+            scaling.append(run_scaling_one(n, ns.rounds, ns.scans, ns.seed + 100 + i,
+                                           workdir))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     meta = {"python": sys.version.split()[0], "kernel": platform.release(),
@@ -397,8 +501,11 @@ def main(argv: list[str] | None = None) -> int:
             "scans_per_window": ns.scans, "flags": DEFAULT_FLAGS, "notes": notes,
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     ns.json.parent.mkdir(parents=True, exist_ok=True)
-    ns.json.write_text(json.dumps({"meta": meta, "shapes": results, "idle": idle}, indent=1))
+    ns.json.write_text(json.dumps({"meta": meta, "shapes": results, "idle": idle,
+                                   "scaling": scaling}, indent=1))
     print_blackbox(results, idle, notes)
+    if scaling:
+        print_scaling(scaling)
     print(f"\nJSON: {ns.json}")
     return 0
 

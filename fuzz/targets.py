@@ -245,6 +245,16 @@ def fuzz_node_distance(data: bytes) -> None:
     assert r is None or all(v >= 0 for v in r)
 
 
+def fuzz_nvidia_numa_status(data: bytes) -> None:
+    from numa_exporter.parsers.nvidia_numa_status import STATES, parse_nvidia_numa_status
+
+    r = parse_nvidia_numa_status(data)
+    assert r.node is None or 0 <= r.node < MAX_NUMNODES
+    assert r.status is None or r.status in STATES
+    assert r.online_node is None or r.online_node == r.node
+    assert r.errors >= 0
+
+
 def fuzz_numa_balancing(data: bytes) -> None:
     from numa_exporter.parsers.numa_balancing import parse_numa_balancing, parse_sysctl_int
 
@@ -426,6 +436,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("vmstat", fuzz_vmstat, ("**/vmstat", "**/numastat")),
     Target("node_meminfo", fuzz_node_meminfo, ("**/node[0-9]*/meminfo",)),
     Target("node_distance", fuzz_node_distance, ("**/distance",)),
+    Target("nvidia_numa_status", fuzz_nvidia_numa_status, ("**/numa_status",)),
     Target("numa_balancing", fuzz_numa_balancing, ("**/kernel/numa_balancing*",)),
     Target("stat", fuzz_stat, ("**/proc/stat",)),
     Target("proc_cgroup", fuzz_proc_cgroup, ("**/cgroup", "**/*proc-self-cgroup",

@@ -14,10 +14,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# No wall-clock threshold in a test: Hypothesis' per-example deadline (200 ms) fails property
+# tests whenever the shared machine is busy, whatever the code does. Work stays bounded by the
+# examples' sizes, which each test sets.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 TESTS = Path(__file__).resolve().parent
 ROOTS = TESTS / "fixtures" / "roots"
 REPO = TESTS.parent
+
+
+class FakeClock:
+    """A monotonic clock that only moves when told: ``step`` per call, plus what a test adds
+    to ``t``."""
+
+    def __init__(self, step: float = 0.0) -> None:
+        self.t = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

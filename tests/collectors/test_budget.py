@@ -7,24 +7,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, FakeClock
 
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import SystemSample
 from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
-
-
-class FakeClock:
-    """A monotonic clock that only moves when told (``step`` per call, plus ``jump``)."""
-
-    def __init__(self, step: float = 0.0) -> None:
-        self.t = 0.0
-        self.step = step
-
-    def __call__(self) -> float:
-        self.t += self.step
-        return self.t
 
 
 def _config(root: Path, **kw: object) -> Config:

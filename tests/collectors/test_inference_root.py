@@ -108,3 +108,27 @@ def test_drift_counts_net_movement_and_baseline_after_warmup() -> None:
     assert vllm.drift is not None
     assert vllm.drift.baseline_remote_ratio == pytest.approx(vllm.locality.remote_ratio)
     assert vllm.drift.arrived_bytes == {} and vllm.drift.departed_bytes == {}
+
+
+def test_a_denied_read_of_open_files_is_counted_even_with_a_pin(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fd folder of every process is denied (no CAP_SYS_PTRACE): each denied read is
+    # counted, the pinned process's too (its pin still gives it the accelerator), where the
+    # pin once made the failure vanish uncounted
+    from dataclasses import replace
+
+    from numa_exporter.config import AcceleratorPin
+    from numa_exporter.patterns import compile_pattern
+    from numa_exporter.sources.errors import Denied
+    from numa_exporter.sources.procfs import ProcessFiles
+
+    def denied(self: ProcessFiles, **_kw: object) -> object:
+        raise Denied("fd", f"{self.path}/fd", OSError(13, "Permission denied"))
+
+    monkeypatch.setattr(ProcessFiles, "fds", denied)
+    cfg = replace(_config(), accelerator_pins=(
+        AcceleratorPin(compile_pattern("^pinned"), ("0000:1b:00.0",)),))
+    snap = Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
+    pinned = _proc(snap, "pinned-app")
+    assert [u.pci_address for u in pinned.accelerators] == ["0000:1b:00.0"]
+    assert snap.stats.read_errors[("fd", "denied")] == len(EXP["processes"])

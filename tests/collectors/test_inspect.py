@@ -73,8 +73,11 @@ def test_text_output_and_missing_process(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["159", f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}"]) == 0
     out = capsys.readouterr().out
     assert "Verdict: REMOTE" in out and "numactl --cpunodebind=0 --membind=0" in out
-    assert main(["302", f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}"]) == 1
+    assert main(["99999", f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}"]) == 1
     assert "does not exist" in capsys.readouterr().err
+    # 302's folder is there without status: a file that cannot be read, not a process gone
+    assert main(["302", f"--path.procfs={base / 'proc'}", f"--path.sysfs={base / 'sys'}"]) == 1
+    assert "cannot read process 302" in capsys.readouterr().err
 
 
 def test_live_process_here() -> None:

@@ -21,6 +21,7 @@ from tests.e2e.exposition import values
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers.cpulist import parse_cpulist
 from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.rootfs import RootFS
@@ -203,3 +204,17 @@ def test_hostile_sub_cgroup_of_a_container(tmp_path: Path) -> None:
     cgroups = [s["cgroup"] for s, _ in values(text, "numa_cgroup_kubernetes_info",
                                               pod="gpu-infer-0")]
     assert any("evil" in c for c in cgroups) and all("\n" not in c for c in cgroups)
+
+
+def test_assignments_per_numa_node(scanned: tuple[Scanner, Snapshot, str]) -> None:
+    _, _, text = scanned
+    # containers with any resource on a node, from the root's table of assignments
+    want: dict[str, set[tuple[str, str]]] = {}
+    for a in EXP["assigned"]:
+        for node in parse_cpulist(a["nodes"]) or ():
+            want.setdefault(str(node), set()).add((a["uid"], a["container"]))
+    got = {s["node"]: v for s, v in values(text, "numa_kubelet_node_assigned_containers")}
+    assert got == {n: len(c) for n, c in want.items()} == {"0": 2, "1": 1}
+    # exclusive CPUs: the checkpoint's 1-3 (node 0: CPUs 0-13) and 14-16 (node 1: 14-27)
+    cpus = {s["node"]: v for s, v in values(text, "numa_kubelet_node_assigned_cpus")}
+    assert cpus == {"0": 3, "1": 3}

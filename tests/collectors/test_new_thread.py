@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -25,6 +26,12 @@ def _add_thread(task: Path, tid: int, cpu: int, utime: int) -> None:
     fields[39 - 3] = str(cpu)
     stat.unlink()
     stat.write_text(f"{tid} (numatouch) " + " ".join(fields) + "\n")
+    # the worker pinned itself to that CPU (so the process is bound nowhere as a whole)
+    status = task / str(tid) / "status"
+    text = re.sub(r"\nCpus_allowed_list:\t[^\n]*", f"\nCpus_allowed_list:\t{cpu}",
+                  status.read_text())
+    status.unlink()
+    status.write_text(text)
 
 
 def test_new_thread_counts_from_its_first_scan(tmp_path: Path) -> None:

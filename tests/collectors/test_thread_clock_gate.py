@@ -3,6 +3,7 @@ reading without one thread file being opened; anything else reads the threads as
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -27,6 +28,12 @@ def _set_stat(task: Path, tid: int, *, cpu: int, utime: int, state: str = "S") -
     fields[39 - 3] = str(cpu)
     stat.unlink()  # the capture's files may be hard links shared with other tests
     stat.write_text(f"{head}) " + " ".join(fields) + "\n")
+    # a thread that ran on ``cpu`` was allowed there: its mask says so too
+    status = task / str(tid) / "status"
+    text = re.sub(r"\nCpus_allowed_list:\t[^\n]*", "\nCpus_allowed_list:\t0-1",
+                  status.read_text())
+    status.unlink()
+    status.write_text(text)
 
 
 class Clocks:
@@ -74,10 +81,11 @@ def test_unmoved_clock_keeps_the_reading_without_opening_a_thread_file(
     assert _sample(scanner) == ({0: 1}, frozenset({0}))
     assert opened  # the first reading reads the thread
     opened.clear()
-    # the files change, but the clock says no thread was on a CPU: nothing is opened
+    # the files change, but the clock says no thread was on a CPU: only its mask is read
+    # (a mask changes while a thread sleeps), no stat, schedstat or sched
     _set_stat(task, PID, cpu=1, utime=999)
     assert _sample(scanner) == ({0: 1}, frozenset({0}))
-    assert opened == []
+    assert opened == [f"{PID}/status"]
     # once the clock moves, the thread is read again and its new CPU shows
     clocks.ns[PID] = 2_000
     assert _sample(scanner)[0] == {1: 1}

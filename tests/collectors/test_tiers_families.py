@@ -23,6 +23,8 @@ from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.readers.accelerator_use import accelerator_source
 from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
+from numa_exporter.sources.errors import Absent
+from numa_exporter.sources.procfs import ProcFS
 
 GH = ROOTS / "grace_hopper"
 # the root's config declares the GPU's memory node; its pin matches no process, so process
@@ -79,7 +81,12 @@ def test_the_gpu_user_reads_local_for_its_accelerator_and_far_for_its_cpus() -> 
                     2147483648 / (2147483648 + 424706048))
 
 
-def test_without_the_config_there_is_no_accelerator_view() -> None:
+def test_without_the_config_nor_the_driver_file_there_is_no_accelerator_view(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def absent(self: ProcFS, gpu: str) -> bytes:  # a driver without NUMA support
+        raise Absent("nvidia", f"{self.root}/driver/nvidia/gpus/{gpu}/numa_status")
+
+    monkeypatch.setattr(ProcFS, "nvidia_numa_status", absent)
     _, text = _exposition(None)
     assert not values(text, "numa_process_memory_locality_ratio", accessor="accelerator")
     assert values(text, "numa_process_memory_locality_ratio", accessor="cpu")
@@ -115,11 +122,12 @@ def test_tier_bytes_and_spans() -> None:
 
 
 def test_the_cpu_home_holds_no_cpu_less_node() -> None:
-    """A config pin naming only the HBM node gives way to the threads' node."""
+    """A config pin naming only the HBM node gives way to the next source: the binding
+    (the process's threads are all bound to CPUs 0-3, on node 0)."""
     pin = '[[home]]\nmatch = "^vllm$"\nnodes = "1"\n'
     snap, text = _exposition(pin + CONFIG)
     p = {p.pid: p for p in snap.processes}[700]
-    assert p.home.nodes == frozenset({0}) and p.home.source == "threads"
+    assert p.home.nodes == frozenset({0}) and p.home.source == "binding"
     assert _one(text, "numa_process_memory_locality_bytes", pid="700",
                 locality="far") == 2147483648
 
@@ -186,3 +194,18 @@ def test_memory_bound_against_the_nodes_with_memory(collectors: frozenset[str] |
                     reason="balancing_with_strict_binding") == bound, pid
     assert _one(text, "numa_process_binding_mismatch", pid="710",
                 reason="memory_not_on_thread_nodes") == 1.0
+
+
+def test_the_gpu_memory_node_comes_from_the_driver_without_a_config_file() -> None:
+    """The NVIDIA driver's numa_status names the HBM node: no memory_nodes pin needed, and
+    the view is the one the config file gave."""
+    _, pinned = _exposition()
+    _, found = _exposition(config=None)
+    for text in (pinned, found):
+        got = values(text, "numa_process_memory_locality_ratio", pid="700",
+                     accessor="accelerator")
+        assert got, "no accelerator view"
+    assert (sorted(values(found, "numa_process_memory_locality_ratio", pid="700"),
+                   key=str)
+            == sorted(values(pinned, "numa_process_memory_locality_ratio", pid="700"),
+                      key=str))

@@ -102,6 +102,13 @@ PARSE_ONLY = {
     ("Estimated mmap-lock hold, and bytes the sample could not place", "B"):
         "numa_process_placement_unsampled_bytes > 0: only a sampled read that could not place "
         "every resident byte has it (a sparse reservation on a kernel without PAGEMAP_SCAN)",
+    ("Hot vs all remote bytes", "B"):
+        "numa_process_hot_memory_bytes: only --collector.damon on a kernel with DAMON_VADDR "
+        "has it (the 6.12 guest; this host's DAMON belongs to its own reclaim)",
+    ("Hot remote ratio", "A"):
+        "numa_process_hot_remote_memory_ratio: as above",
+    ("Hot remote ratio", "B"):
+        "numa_process_hot_remote_memory_ratio: as above",
 }
 
 

@@ -41,6 +41,7 @@ EXPECTED_ALERTS = {
     "NumaExporterParseErrors", "NumaExporterPermissionDenied", "NumaProcessMemoryOffPolicyNodes",
     "NumaProcessScanStale", "NumaExporterWebRefusing", "NumaProcessRemoteAccessesWhilePlacedLocal",
     "NumaProcessHotMemoryRemote",
+    "NumaProcessThreadsOutsideBinding",
 }
 def alerts() -> dict[str, dict[str, Any]]:
     return {r["alert"]: r for r in rules(RULES) if "alert" in r}

@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from numa_exporter.model.snapshot import AcceleratorUse
+from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.pci import classify_pci, parse_char_major, parse_nvidia_information
 from numa_exporter.readers.accelerators import (
     Accelerator,
@@ -22,6 +24,7 @@ from numa_exporter.readers.accelerators import (
     build_accelerators,
     nvidia_nodes,
 )
+from numa_exporter.scan.process import accelerator_cpu_nodes
 from numa_exporter.sources.topology_watch import TopologyEvent, TopologyWatch, watch_topology
 from numa_exporter.sources.udev import UdevRecord
 
@@ -385,3 +388,20 @@ def test_watch_thread_ends_when_the_monitor_fails() -> None:
                       poll_seconds=0.01).start()
     w.thread.join(5)
     assert not w.running
+
+
+def test_nearest_cpus_place_a_device_whose_numa_node_is_unknown() -> None:
+    # firmware left numa_node at -1; the PCI device's local_cpulist names node 1's CPUs
+    rec = UdevRecord("pci", "0000:41:00.0", attributes={
+        "class": "0x030200", "vendor": "0x10de", "device": "0x2342", "numa_node": "-1",
+        "local_cpulist": "2-3"})
+    (a,) = build_accelerators([rec], None)
+    assert (a.node, a.local_cpus) == (-1, frozenset({2, 3}))
+    topo = Topology(nodes=(0, 1), cpus={0: frozenset({0, 1}), 1: frozenset({2, 3})})
+    use = AcceleratorUse("nvidia0", a.pci_address, a.node, a.local_cpus)
+    assert accelerator_cpu_nodes([use], topo) == frozenset({1})
+    # a local_cpulist of every CPU says nothing; a known numa_node wins
+    every = AcceleratorUse("nvidia0", a.pci_address, -1, frozenset({0, 1, 2, 3}))
+    assert accelerator_cpu_nodes([every], topo) == frozenset()
+    known = AcceleratorUse("nvidia0", a.pci_address, 0, frozenset({2, 3}))
+    assert accelerator_cpu_nodes([known], topo) == frozenset({0})

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,13 +32,24 @@ def _start(code: str) -> subprocess.Popen[str]:
     return p
 
 
+def _settled(read: Callable[[], int | None], tries: int = 500) -> int | None:
+    """Return ``read()`` once two readings in a row agree (polled; fails if never)."""
+    prev = read()
+    for _ in range(tries):
+        time.sleep(0.01)
+        cur = read()
+        if cur == prev:
+            return cur
+        prev = cur
+    pytest.fail("the clock never stood still")
+
+
 @live
 def test_clock_of_a_sleeping_process_stands_still_and_matches_its_threads() -> None:
     clock = ProcessCpuClock(PROC)
     p = _start(SLEEPER)
     try:
-        time.sleep(0.05)  # let the threads park
-        a = clock.read(p.pid)
+        a = _settled(lambda: clock.read(p.pid))  # polled until the threads have parked
         time.sleep(0.2)
         b = clock.read(p.pid)
         assert a is not None and a > 0

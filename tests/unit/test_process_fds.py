@@ -161,12 +161,15 @@ def test_fixture_links_are_not_followed_to_this_machines_dev(tmp_path: Path) -> 
     # character device and report its (major, minor) as if the fixture process had it open
     from numa_exporter.config import Config
     from numa_exporter.readers.accelerator_use import AcceleratorMap
+    from numa_exporter.readers.error_report import ErrorReporter
     from numa_exporter.roots import Roots
+    from numa_exporter.sources.procfs import ProcFS
 
     proc = tmp_path / "proc"
     (proc / "7" / "fd").mkdir(parents=True)
     (proc / "7" / "fd" / "3").symlink_to("/dev/null")
-    amap = AcceleratorMap(None, Config(roots=Roots(proc, tmp_path / "sys")))
+    amap = AcceleratorMap(None, Config(roots=Roots(proc, tmp_path / "sys")), ProcFS(proc),
+                          ErrorReporter(quiet=True))
     assert amap._stat_rdev is False
     assert open_device_files(proc, 7, stat_rdev=amap._stat_rdev,
                              pattern=re.compile("/dev/null")) == (DeviceFd("/dev/null", None),)

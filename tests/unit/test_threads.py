@@ -252,6 +252,17 @@ def test_skipping_sched_gives_what_a_full_read_gives(tmp_path_factory: pytest.Te
 # --- this machine's /proc --------------------------------------------------------------
 
 
+def _until_sleeping(tids: set[int], tries: int = 500) -> None:
+    """Return once every thread in ``tids`` shows state S in its stat (polled)."""
+    task = Path("/proc/self/task")
+    for _ in range(tries):
+        stats = [parse_task_stat((task / str(t) / "stat").read_bytes()) for t in tids]
+        if all(s is not None and s.state == b"S" for s in stats):
+            return
+        time.sleep(0.01)
+    pytest.fail("the idle threads never blocked")
+
+
 def test_real_threads_skip_changes_nothing() -> None:
     """On the real kernel: idle threads are skipped and every counter equals a full read."""
     stop = threading.Event()
@@ -265,7 +276,7 @@ def test_real_threads_skip_changes_nothing() -> None:
     for w in workers:
         w.start()
     started.wait()
-    time.sleep(0.1)  # let them block
+    _until_sleeping({w.native_id for w in workers if w.native_id is not None})
     try:
         files = ProcFS(Path("/proc")).process(os.getpid())
         errors = Errors()

@@ -24,6 +24,8 @@ REASONS = {
                                      "bound",
     "memory_off_policy_nodes": "pages sit outside the nodes its own bind or preferred "
                                "policy names (e.g. after migratepages)",
+    "threads_outside_binding": "some of its threads may run on CPUs outside its binding "
+                               "(threads created before a late bind keep their old mask)",
     # only for processes of a pod container the kubelet assigned NUMA resources to
     "kubelet_memory_nodes": "over 5% of its resident bytes lie outside the Memory Manager "
                             "nodes the kubelet assigned its container",
@@ -60,12 +62,19 @@ WI_DEVIATION = MetricSpec(
     "distance between observed and weighted node shares; 0 conforms). Pages faulted before "
     "the policy was set, or moved since, show up here. Absent without such pages.", P)
 
-SPECS = (MEMORY_BOUND, CPUS_BOUND, MISMATCH, WI_DEVIATION)
+OUTSIDE = MetricSpec(
+    "numa_process_threads_outside_binding", "gauge",
+    "Threads of the process whose allowed CPUs reach outside its binding: the narrowest "
+    "of the config pin, the kubelet's assignment, the cgroup cpuset and the main thread's "
+    "mask (docs/binding.md). Absent when nothing binds the process; 0 is left out for "
+    "processes below --process.detail-above.", P, drop_zero="summary")
+
+SPECS = (MEMORY_BOUND, CPUS_BOUND, MISMATCH, OUTSIDE, WI_DEVIATION)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the binding families of the snapshot's processes."""
-    mb, cb, mm, wd = (family(s) for s in SPECS)
+    mb, cb, mm, out, wd = (family(s) for s in SPECS)
     for p in snap.processes:
         if p.weighted_deviation is not None:
             wd.add_metric([str(p.pid)], p.weighted_deviation)
@@ -76,7 +85,10 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             cb.add_metric(lv, int(p.cpus_bound))
         for reason, on in sorted(p.mismatches.items()):
             mm.add_metric([*lv, reason], int(on))
-    yield from (mb, cb, mm)
+        audit = p.thread_audit
+        if audit is not None and audit.binding is not None:
+            out.add_metric(lv, audit.outside)
+    yield from (mb, cb, mm, out)
     if wd.samples:  # only where a process has weighted-interleave pages
         yield wd
 

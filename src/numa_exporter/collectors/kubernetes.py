@@ -14,12 +14,12 @@ scanned processes; ``emit`` takes both from the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
-from numa_exporter.model.kubernetes import ContainerRef, KubernetesView
+from numa_exporter.model.kubernetes import ContainerRef, KubernetesView, assigned_per_node
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.text import label_text
@@ -48,7 +48,16 @@ ASSIGNED = MetricSpec(
     ("namespace", "pod", "container", "uid", "resource", "nodes"),
     bounds=(("resource", 4),))  # cpu, memory, a hugepages size, a device resource
 
-SPECS = (PROCESS, CGROUP, ASSIGNED)
+NODE_CONTAINERS = MetricSpec(
+    "numa_kubelet_node_assigned_containers", "gauge",
+    "Containers the kubelet assigned a resource on the NUMA node (exclusive CPUs, Memory "
+    "Manager memory or hugepages, a device), from its checkpoint files.", ("node",))
+NODE_CPUS = MetricSpec(
+    "numa_kubelet_node_assigned_cpus", "gauge",
+    "Exclusive CPUs of the node the kubelet's CPU Manager (static policy) assigned to "
+    "containers, from its checkpoint.", ("node",))
+
+SPECS = (PROCESS, CGROUP, ASSIGNED, NODE_CONTAINERS, NODE_CPUS)
 
 
 def _names(ref: ContainerRef) -> list[str]:
@@ -59,8 +68,9 @@ def _names(ref: ContainerRef) -> list[str]:
 
 
 def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
-              ) -> Iterator[Metric]:
-    """Yield the three families for ``view`` and the scanned (pid, cgroup key) pairs.
+              node_of_cpu: Mapping[int, int] | None = None) -> Iterator[Metric]:
+    """Yield the families for ``view`` and the scanned (pid, cgroup key) pairs, and the
+    assignments per node where ``node_of_cpu`` (the topology) is given.
 
     Only containers (not pause, monitor or pod-level cgroups) get a process series.
     """
@@ -81,11 +91,20 @@ def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
     yield proc
     yield cg
     yield assigned
+    if node_of_cpu is None:
+        return
+    containers, cpus = family(NODE_CONTAINERS), family(NODE_CPUS)
+    for node, n in assigned_per_node(view.assignments.values(), node_of_cpu).items():
+        containers.add_metric([str(node)], n.containers)
+        cpus.add_metric([str(node)], n.cpus)
+    yield containers
+    yield cpus
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
-    """Yield the three families of the snapshot's Kubernetes view and processes."""
-    return emit_view(snap.kubernetes, ((p.pid, p.kubernetes_cgroup) for p in snap.processes))
+    """Yield the families of the snapshot's Kubernetes view and processes."""
+    return emit_view(snap.kubernetes, ((p.pid, p.kubernetes_cgroup) for p in snap.processes),
+                     snap.system.topology.node_of_cpu())
 
 
 COLLECTOR = CollectorDef(

@@ -51,8 +51,9 @@ RATIO = MetricSpec(
 HOME = MetricSpec(
     "numa_process_home_nodes_info", "info",
     "Always 1; the labels name the process's home nodes (nodes: the nodes counted as local) "
-    "and what chose them (source: config, kubelet, accelerator, threads, affinity, in that "
-    "precedence).",
+    "and what chose them (source: config, kubelet, binding, accelerator, threads, affinity, "
+    "in that precedence; binding: the nodes of the process's CPU binding as intended, see "
+    "docs/binding.md).",
     (*P, "nodes", "source"))
 THREADS = MetricSpec(
     "numa_process_threads", "gauge",

@@ -36,6 +36,13 @@ FAULT_RATIO = MetricSpec(
     "all of them. A fault that migrates its page counts on the page's new node, so this "
     "reads local while balancing is moving memory to the process. Absent (not 0) without "
     "hinting faults or without a home node.", ("pid",), level="full")
+THREAD_FAULT_RATIO = MetricSpec(
+    "numa_process_thread_fault_remote_ratio", "gauge",
+    "Estimate of the share of the process's memory accesses a thread makes to a node other "
+    "than its own, 0-1: each thread's decayed NUMA hinting faults on pages off the node it "
+    "runs on (its current_node, else its last CPU's node), over all of them. High while "
+    "numa_process_fault_remote_ratio is low: threads reach across to memory near their "
+    "siblings. Absent without hinting faults.", ("pid",), level="full")
 LOCALITY_BYTES = MetricSpec(
     "numa_process_memory_locality_bytes", "gauge",
     "Resident bytes of the process by place for its CPUs: local (on a home node), remote "
@@ -100,14 +107,15 @@ NODE_VMSTAT = MetricSpec(
     "field the kernel prints: pages promoted to or demoted from the node's tier).",
     ("node",), pattern=True, bounds=(("node", "nodes"), ("<field>", 5)))
 
-PROCESS_SPECS = (HINT_FAULTS, FAULT_RATIO, LOCALITY_BYTES, LOCALITY_RATIO, TIER_BYTES,
-                 CPU_SPAN, MEMORY_SPAN)
+PROCESS_SPECS = (HINT_FAULTS, FAULT_RATIO, THREAD_FAULT_RATIO, LOCALITY_BYTES, LOCALITY_RATIO,
+                 TIER_BYTES, CPU_SPAN, MEMORY_SPAN)
 NODE_SPECS = (HAS_CPU, HAS_MEMORY, HAS_GI, TIER, LATENCY, BANDWIDTH, DEMOTION, NODE_VMSTAT)
 SPECS = PROCESS_SPECS + NODE_SPECS
 
 
 def _processes(snap: Snapshot) -> Iterator[Metric]:
-    faults, share, loc, ratio, tier, cspan, mspan = (family(s) for s in PROCESS_SPECS)
+    faults, share, tshare, loc, ratio, tier, cspan, mspan = (
+        family(s) for s in PROCESS_SPECS)
     for p in snap.processes:
         t = p.tiers
         if t is None:
@@ -118,6 +126,8 @@ def _processes(snap: Snapshot) -> Iterator[Metric]:
                 faults.add_metric([pid, str(node)], n)
         if t.fault_remote_share is not None:
             share.add_metric([pid], t.fault_remote_share)
+        if t.thread_fault_remote_share is not None:
+            tshare.add_metric([pid], t.thread_fault_remote_share)
         for view in t.accessors:
             for place in PLACES:
                 if view.accessor == "cpu":
@@ -131,7 +141,7 @@ def _processes(snap: Snapshot) -> Iterator[Metric]:
             cspan.add_metric([pid], t.cpu_span)
         if t.memory_span is not None:
             mspan.add_metric([pid], t.memory_span)
-    yield from (faults, share, loc, ratio, tier, cspan, mspan)
+    yield from (faults, share, tshare, loc, ratio, tier, cspan, mspan)
 
 
 def _classes(classes: NodeClasses, nodes: tuple[int, ...]) -> Iterator[Metric]:

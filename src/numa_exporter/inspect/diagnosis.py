@@ -17,6 +17,7 @@ from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.text import label_text
 
+LISTED_THREADS = 32  # threads outside the binding listed by inspect (the rest counted)
 REMOTE_BAD = 0.5
 REMOTE_WARN = 0.1
 BALANCING = {0: "off", 1: "normal", 2: "memory tiering", 3: "normal + memory tiering"}
@@ -29,6 +30,8 @@ MISMATCH_TEXT = {
     "memory_off_policy_nodes": "pages sit outside the nodes of the process's own bind policy "
                                "(moved by migratepages or mbind); new pages still go to the "
                                "policy's nodes",
+    "threads_outside_binding": "some threads may run on CPUs outside the process's binding "
+                               "(created before a late bind, they kept their old mask)",
     "kubelet_memory_nodes": "over 5% of its memory lies outside the NUMA nodes the kubelet's "
                             "Memory Manager assigned its container",
     "kubelet_cpu_nodes": "threads ran on a node none of the exclusive CPUs the kubelet's CPU "
@@ -172,6 +175,10 @@ def _pod_remedies(sample: ProcessSample, target: frozenset[int], verdict: str,
                + "\n".join(settings)
                + "\n# changing a manager policy: drain the node, remove its state file "
                  "(cpu_manager_state, memory_manager_state) and restart the kubelet")
+    escaped = _escaped_remedy(sample)
+    if escaped:
+        out.append(escaped + "; in a pod the kubelet's static CPU Manager policy (Guaranteed "
+                   "QoS, integer CPUs) confines every thread of the container")
     if sample.mismatches.get("kubelet_cpu_nodes"):
         out.append("# threads ran outside the CPUs the CPU Manager assigned: the container's "
                    "cpuset.cpus does not hold the assignment (check the kubelet's log and "
@@ -236,10 +243,39 @@ def _remedies(sample: ProcessSample, system: SystemSample, unit: str | None,
         where = (f"/etc/systemd/system/{unit}.d/numa.conf" if unit
                  else "/etc/systemd/system/<unit>.d/numa.conf")
         out.append(f"# systemd drop-in {where}:\n" + "\n".join(dropin))
+    escaped = _escaped_remedy(sample)
+    if escaped:
+        out.append(escaped)
     if sample.mismatches.get("balancing_with_strict_binding"):
         out.append("sysctl -w kernel.numa_balancing=0   # balancing cannot move strictly "
                    "bound memory; it only costs hinting faults")
     return out
+
+
+def _escaped_remedy(sample: ProcessSample) -> str:
+    """Return the remedy line for threads outside the binding ("" when none is)."""
+    audit = sample.thread_audit
+    if audit is None or audit.binding is None or not audit.outside:
+        return ""
+    return (f"taskset -a -p {format_cpulist(set(audit.binding.cpus))} {sample.pid}   # every "
+            "thread, now; for good, bind before the process creates threads (numactl or "
+            "taskset on its command line, or sched_setaffinity before pthread_create)")
+
+
+def binding_report(sample: ProcessSample) -> dict[str, Any] | None:
+    """Return the process's binding as intended and the threads outside it (at most
+    LISTED_THREADS listed, all counted); None when nothing binds it or it was not read."""
+    audit = sample.thread_audit
+    if audit is None or audit.binding is None:
+        return None
+    return {
+        "cpus": format_cpulist(set(audit.binding.cpus)),
+        "nodes": format_cpulist(set(audit.nodes)),
+        "source": audit.binding.source,
+        "threads_outside": audit.outside,
+        "outside": [{"tid": tid, "cpus_allowed": format_cpulist(set(mask))}
+                    for tid, mask in audit.escaped[:LISTED_THREADS]],
+    }
 
 
 def kubernetes_report(sample: ProcessSample, view: KubernetesView | None
@@ -286,6 +322,7 @@ def report(sample: ProcessSample, system: SystemSample, cg_path: str | None = No
         "memory_bound_nodes": format_cpulist(set(mem_now)) if mem_now is not None else None,
         "cpu_bound_nodes": format_cpulist(set(cpu_now)) if cpu_now is not None else None,
         "cpus_bound": sample.cpus_bound,
+        "binding": binding_report(sample),
         "policies": sample.policy_bytes,
         "accelerators": [{"device": label_text(a.device),
                           "pci_address": label_text(a.pci_address), "node": a.node}
@@ -310,6 +347,19 @@ def report(sample: ProcessSample, system: SystemSample, cg_path: str | None = No
 
 def _mib(b: int) -> str:
     return f"{b / (1 << 20):10.2f}"
+
+
+def _binding_lines(b: dict[str, Any] | None) -> list[str]:
+    """Return the text lines of the binding and the threads outside it."""
+    if b is None:
+        return []
+    out = [f"CPU binding       {b['cpus']} on node {b['nodes']} (from {b['source']}), "
+           f"{b['threads_outside']} thread(s) outside"]
+    for t in b["outside"]:
+        out.append(f"  thread {t['tid']:<10} allowed on CPUs {t['cpus_allowed']}")
+    if b["threads_outside"] > len(b["outside"]):
+        out.append(f"  ... and {b['threads_outside'] - len(b['outside'])} more")
+    return out
 
 
 def render(rep: dict[str, Any]) -> str:
@@ -339,6 +389,7 @@ def render(rep: dict[str, Any]) -> str:
     cpu_b, mem_b = rep["cpu_bound_nodes"], rep["memory_bound_nodes"]
     out.append(f"CPU affinity      {rep['cpus_allowed'] or '?'}"
                f"{f'  (bound to node {cpu_b})' if cpu_b else ''}")
+    out.extend(_binding_lines(rep.get("binding")))
     out.append(f"Memory allowed    {rep['mems_allowed'] or '?'}")
     out.append(f"Memory bound to   {f'node {mem_b}' if mem_b else 'no node (any node allowed)'}")
     pol = ", ".join(f"{k} {v / (1 << 20):.1f} MiB" for k, v in sorted(rep["policies"].items()))

@@ -86,3 +86,33 @@ def task_fault_split(line: NumaFaultsLine, release: KernelRelease | None
         return None
     return line.task_private, line.task_shared
 
+
+
+def thread_fault_remote_share(blocks: Iterable[tuple[SchedFaults | None, int | None]]
+                              ) -> float | None:
+    """Return the share (0..1) of a process's hinting faults taken by a thread on a node
+    other than its own, from (sched fault block, node of its last CPU) per thread.
+
+    A thread's node is the ``current_node`` its block prints, else the node of the CPU it
+    last ran on; a thread with neither, or without a block, is skipped. Unlike
+    :func:`fault_remote_share` this does not compare summed faults with the union of the
+    threads' nodes, which calls every fault local when threads on node 0 touch node 1 and
+    the reverse. Returns None under the same conditions as :func:`process_faults` (no
+    thread printed the lines, the legacy form, no fault at all).
+    """
+    remote = total = 0
+    for block, cpu_node in blocks:
+        if block is None or block.numa_format == "absent":
+            continue
+        if block.numa_format == "legacy":
+            return None
+        node = block.current_node if block.current_node is not None else cpu_node
+        if node is None:
+            continue
+        for line in block.lines:
+            total += line.task_total
+            if line.node != node:
+                remote += line.task_total
+    if total <= 0:
+        return None
+    return remote / total

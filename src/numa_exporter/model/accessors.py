@@ -12,7 +12,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from numa_exporter.model.access import ProcessFaults, fault_remote_share, process_faults
+from numa_exporter.model.access import (
+    ProcessFaults,
+    fault_remote_share,
+    process_faults,
+    thread_fault_remote_share,
+)
 from numa_exporter.model.tiers import (
     PLACES,
     Place,
@@ -79,6 +84,8 @@ class ProcessTiers:
     memory_span: int | None
     faults: ProcessFaults | None = None
     fault_remote_share: float | None = None
+    # the share of faults a thread took off its own node (model.access)
+    thread_fault_remote_share: float | None = None
 
     def accessor(self, name: Accessor) -> AccessorLocality | None:
         """Return the view of accessor ``name``, None when the process has none."""
@@ -100,12 +107,15 @@ def accelerator_home(used: Iterable[str], memory: Mapping[str, frozenset[int]]
 def process_tiers(node_bytes: Mapping[int, int], cpu_home: frozenset[int], host: HostTiers,
                   accelerators_used: Iterable[str],
                   cpus_allowed: frozenset[int] | None, mems_allowed: frozenset[int] | None,
-                  fault_blocks: Iterable[SchedFaults | None]) -> ProcessTiers:
+                  fault_blocks: Iterable[SchedFaults | None],
+                  thread_blocks: Iterable[tuple[SchedFaults | None, int | None]] = ()
+                  ) -> ProcessTiers:
     """Return the process's :class:`ProcessTiers`.
 
     ``cpu_home`` is the home of the byte ratio (it holds no CPU-less node); the fault share
     is taken against the same nodes. ``fault_blocks`` are the threads' sched fault blocks
-    (None for a thread whose sched was not read).
+    (None for a thread whose sched was not read); ``thread_blocks`` the same with the node
+    each thread runs on, for the per-thread share.
     """
     views = [AccessorLocality("cpu", cpu_home,
                               split_by_place(node_bytes, cpu_home, host.cpu_nodes,
@@ -125,6 +135,8 @@ def process_tiers(node_bytes: Mapping[int, int], cpu_home: frozenset[int], host:
         memory_span=memory_span(mems_allowed, host.memory_nodes),
         faults=faults,
         fault_remote_share=fault_remote_share(faults, cpu_home),
+        thread_fault_remote_share=(thread_fault_remote_share(thread_blocks)
+                                   if faults is not None else None),
     )
 
 

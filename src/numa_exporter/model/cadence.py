@@ -124,7 +124,8 @@ class ReadCosts:
                     mappings: int, now: float) -> ReadCosts:
         """Return the costs after a full read that took ``cpu`` seconds of CPU and
         ``elapsed`` seconds of wall time, its longest chunk ``hold``, at ``now``."""
-        return replace(record_hold(self, hold), full_cpu=cpu, full_resident=resident,
+        holds, lower = _kept_holds(self, hold)
+        return replace(self, holds=holds, hold=lower, full_cpu=cpu, full_resident=resident,
                        mappings=mappings, seconds_per_byte=elapsed / max(resident, 1),
                        last_full=now)
 
@@ -182,12 +183,18 @@ def _fresh(resident: int, then: int) -> bool:
     return then / STALE_FACTOR <= resident <= then * STALE_FACTOR
 
 
+def _kept_holds(costs: ReadCosts, hold: float) -> tuple[tuple[float, ...], float]:
+    """Return the last :data:`HOLDS_KEPT` holds with ``hold`` added, and their lower median."""
+    holds = (*costs.holds, hold)[-HOLDS_KEPT:]
+    return holds, sorted(holds)[(len(holds) - 1) // 2]
+
+
 def record_hold(costs: ReadCosts, hold: float) -> ReadCosts:
     """Return ``costs`` with one more measured hold: the last :data:`HOLDS_KEPT` are kept
     and ``hold`` becomes their lower median (the one measurement while there is one, the
     smaller of two, the middle of three)."""
-    holds = (*costs.holds, hold)[-HOLDS_KEPT:]
-    return replace(costs, holds=holds, hold=sorted(holds)[(len(holds) - 1) // 2])
+    holds, lower = _kept_holds(costs, hold)
+    return replace(costs, holds=holds, hold=lower)
 
 
 def page_hold(costs: ReadCosts, resident_bytes: int,

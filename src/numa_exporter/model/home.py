@@ -1,9 +1,14 @@
 """Home nodes of a process and its local/remote split.
 
 Home nodes are the nodes that count as local. Candidates are tried in precedence order
-(``config`` > ``kubelet`` > ``accelerator`` > ``threads`` > ``affinity``); the first that names
-any node wins. ``kubelet`` is the kubelet's assignment of the process's container
-(``model/kubernetes.py``: its Memory Manager nodes, else its exclusive CPUs' nodes).
+(``config`` > ``kubelet`` > ``binding`` > ``accelerator`` > ``threads`` > ``affinity``); the
+first that names any node wins. ``kubelet`` is the kubelet's assignment of the process's
+container (``model/kubernetes.py``: its Memory Manager nodes, else its exclusive CPUs'
+nodes). ``binding`` is the nodes of the process's CPU binding as intended
+(``model/thread_binding.py``: the narrowest of the config pin, the kubelet's CPUs, the
+cgroup's cpuset and the main thread's mask): intent before observation, so a thread that
+escaped a late bind does not make its node home. Without a binding, the nodes its threads
+ran on (``threads``) decide as before.
 A CPU-less memory node (CXL expander, HBM, a GPU's memory) is never a thread's home: where the
 nodes with CPUs are known, each candidate keeps only those, so a candidate that names only
 CPU-less nodes gives way to the next source (an accelerator's own memory node is the
@@ -15,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-PRECEDENCE = ("config", "kubelet", "accelerator", "threads", "affinity")
+PRECEDENCE = ("config", "kubelet", "binding", "accelerator", "threads", "affinity")
 THREAD_SHARE = 0.10  # a node counts as home when it carries at least this share of the weight
 
 
@@ -91,6 +96,8 @@ def home_for(
     accelerator_nodes: frozenset[int] | None = None,
     kubelet_nodes: frozenset[int] | None = None,
     cpu_nodes: frozenset[int] | None = None,
+    *,
+    binding_nodes: frozenset[int] | None = None,
 ) -> Home:
     """Return the home of a process from each source's candidate nodes (only nodes with
     CPUs when ``cpu_nodes`` is given)."""
@@ -98,6 +105,7 @@ def home_for(
         {
             "config": config_nodes,
             "kubelet": kubelet_nodes,
+            "binding": binding_nodes,
             "accelerator": accelerator_nodes,
             "threads": thread_nodes(thread_weights),
             "affinity": affinity_nodes,

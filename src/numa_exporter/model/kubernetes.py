@@ -18,7 +18,7 @@ Intended versus actual (docs/kubernetes.md):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 OFF_SHARE = 0.05  # bytes off the kubelet's memory nodes beyond this share: a mismatch
@@ -137,3 +137,33 @@ def kubelet_mismatches(assignment: Assignment | None, node_bytes: Mapping[int, i
         device_nodes = frozenset(n for ns in assignment.devices.values() for n in ns)
         out["kubelet_device_node"] = bool(device_nodes - local)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAssigned:
+    """What the kubelet assigned on one NUMA node: containers with any resource there
+    (exclusive CPUs, Memory Manager memory or hugepages, devices) and exclusive CPUs."""
+
+    containers: int = 0
+    cpus: int = 0
+
+
+def assigned_per_node(assignments: Iterable[Assignment], node_of_cpu: Mapping[int, int]
+                      ) -> dict[int, NodeAssigned]:
+    """Return the kubelet's assignments counted per NUMA node, from the parsed checkpoints
+    (``node_of_cpu`` places each exclusive CPU; a CPU the topology does not know is not
+    counted)."""
+    containers: dict[int, int] = {}
+    cpus: dict[int, int] = {}
+    for a in assignments:
+        for cpu in a.cpus or ():
+            node = node_of_cpu.get(cpu)
+            if node is not None:
+                cpus[node] = cpus.get(node, 0) + 1
+        touched: set[int] = set()
+        for nodes in a.by_resource().values():
+            touched |= nodes
+        for node in touched:
+            containers[node] = containers.get(node, 0) + 1
+    return {n: NodeAssigned(containers.get(n, 0), cpus.get(n, 0))
+            for n in sorted(set(containers) | set(cpus))}

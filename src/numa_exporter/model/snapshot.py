@@ -12,6 +12,7 @@ from numa_exporter.model.hot_memory import DamonStatus, HotMemory
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.system_tiers import SystemTiers
+from numa_exporter.model.thread_binding import ThreadAudit
 from numa_exporter.model.topology import Topology
 from numa_exporter.model.weighted_interleave import InterleaveWeights
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
@@ -35,11 +36,13 @@ def new_outcomes() -> Counter[Outcome]:
 
 @dataclass(frozen=True, slots=True)
 class AcceleratorUse:
-    """An accelerator a process has open, and that device's node (-1: unknown)."""
+    """An accelerator a process has open, that device's node (-1: unknown) and the CPUs
+    nearest to it (its PCI ``local_cpulist``; None: unknown)."""
 
     device: str
     pci_address: str
     node: int
+    local_cpus: frozenset[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,8 @@ class ProcessSample:
     kubernetes_cgroup: str | None = None
     kubelet: Assignment | None = None
     tiers: ProcessTiers | None = None  # by accessor and tier, spans, faults (issue 17)
+    # the binding as intended and the threads outside it (None: binding collector off)
+    thread_audit: ThreadAudit | None = None
 
     def node_bytes(self) -> dict[int, int]:
         """Return resident bytes per node over all kinds."""

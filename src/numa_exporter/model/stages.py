@@ -19,6 +19,7 @@ from numa_exporter.model.cadence import Method, Plan, ReadCosts
 from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.kubernetes import Assignment, ContainerRef
 from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample
+from numa_exporter.model.thread_binding import ThreadAudit, ThreadCpus
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.parsers.numa_maps import Kind
 
@@ -99,6 +100,7 @@ class Threads:
     weights: list[tuple[int, float]]
     by_node: dict[int, int]
     pages_migrated: int | None = None
+    places: dict[int, ThreadCpus] = field(default_factory=dict)  # mask and last CPU by tid
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,7 @@ class Homing:
     accelerators: tuple[AcceleratorUse, ...]
     affinity: frozenset[int] | None  # nodes of the allowed CPUs (and those threads ran on)
     node_bytes: dict[int, int] = field(default_factory=dict)
+    audit: ThreadAudit | None = None  # the binding as intended, threads outside it
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,4 +199,5 @@ def assemble(who: Identity, threads: Threads, placed: Placement, pod: Pod, homin
         kubernetes_cgroup=pod.container_cgroup,
         kubelet=pod.kubelet,
         tiers=tiers,
+        thread_audit=homing.audit,
     )

@@ -405,4 +405,33 @@ static struct PyModuleDef module = {
     NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__numa_maps_fast(void) { return PyModule_Create(&module); }
+/* The module exports the limits and the shared-memory prefixes it was compiled with, so
+ * that a test can hold them equal to numa_maps.py's (one grammar, two implementations). */
+PyMODINIT_FUNC PyInit__numa_maps_fast(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    size_t n = sizeof SHMEM / sizeof SHMEM[0];
+    PyObject *prefixes = PyTuple_New((Py_ssize_t)n);
+    if (prefixes == NULL)
+        goto fail;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *s = PyUnicode_FromString(SHMEM[i]);
+        if (s == NULL) {
+            Py_DECREF(prefixes);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(prefixes, (Py_ssize_t)i, s);
+    }
+    if (PyModule_AddObject(m, "SHMEM_PREFIXES", prefixes) < 0) {
+        Py_DECREF(prefixes);
+        goto fail;
+    }
+    if (PyModule_AddIntConstant(m, "MAX_NUMNODES", MAX_NUMNODES) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_LINE", MAX_LINE) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from numa_exporter.parsers._kv import to_int
+from numa_exporter.parsers._kv import MAX_DIGITS, to_int
 from numa_exporter.parsers.cpulist import MAX_CPU_ID
 from numa_exporter.parsers.text import label_text
 
 _MIN_FIELDS = 20  # state .. starttime at least (fields 3..22)
+# the numeric fields, space-joined: each ASCII decimal with an optional '-' (as ``to_int``);
+# one match checks them all, and only the fields used are converted
+_NUMBERS = re.compile(rf"-?[0-9]{{1,{MAX_DIGITS}}}(?: -?[0-9]{{1,{MAX_DIGITS}}})*")
 
 
 PF_KTHREAD = 0x00200000  # include/linux/sched.h: "I am a kernel thread"
@@ -49,11 +54,12 @@ class PidStat:
 _IMAGE_FIELDS = (26, 27, 28)
 
 
-def exec_marker(fields: list[int]) -> tuple[int, ...] | None:
-    """Return the image fields of a stat line (``fields[0]`` is field 4), or None where the
-    kernel hides them: all zero without an mm (a zombie leader), 1, 1, 0... where the reader
-    may not ptrace the process (``do_task_stat``'s ``permitted``)."""
-    got = tuple(fields[n - 4] for n in _IMAGE_FIELDS if n - 4 < len(fields))
+def exec_marker(field: Callable[[int], int], count: int) -> tuple[int, ...] | None:
+    """Return the image fields of a stat line (``field(n)`` is field n, ``count`` the last
+    field there is), or None where the kernel hides them: all zero without an mm (a zombie
+    leader), 1, 1, 0... where the reader may not ptrace the process (``do_task_stat``'s
+    ``permitted``)."""
+    got = tuple(field(n) for n in _IMAGE_FIELDS if n <= count)
     if len(got) < len(_IMAGE_FIELDS) or not any(got) or (got[0] == 1 and got[1] == 1
                                                          and not any(got[2:])):
         return None
@@ -79,13 +85,11 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
     if len(rest) < _MIN_FIELDS:
         return None
     pid = to_int(head.decode("ascii"))
-    nums = [to_int(x) for x in rest[1:]]
-    if pid is None or pid <= 0 or any(v is None for v in nums):
+    if pid is None or pid <= 0 or _NUMBERS.fullmatch(" ".join(rest[1:])) is None:
         return None
-    f = [v for v in nums if v is not None]
 
     def field(n: int) -> int:
-        return f[n - 4]
+        return int(rest[n - 3])
 
     used = (field(4), field(9), field(14), field(15), field(20), field(22))
     processor = field(39) if len(rest) >= 37 else None
@@ -102,5 +106,5 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
         starttime=field(22),
         processor=processor,
         flags=field(9),
-        image=exec_marker(f),
+        image=exec_marker(field, len(rest) + 2),
     )

@@ -138,3 +138,14 @@ def parse_pid_status_name(data: bytes) -> str:
     j = data.find(b"\n", i)
     # the raw bytes: a process may name itself anything
     return label_text(data[i + 5: j if j >= 0 else len(data)].strip(b" \t"))
+
+
+def parse_pid_status_cpus_allowed(data: bytes) -> frozenset[int] | None:
+    """Return the ``Cpus_allowed_list`` of a (thread's) status file, without parsing the
+    rest; None when the line is absent or malformed."""
+    key = b"\nCpus_allowed_list:"
+    i = data.find(key)
+    if i < 0:
+        return None
+    j = data.find(b"\n", i + 1)
+    return parse_cpulist(data[i + len(key): j if j >= 0 else len(data)].strip(), MAX_CPU_ID)

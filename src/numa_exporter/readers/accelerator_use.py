@@ -12,10 +12,11 @@ from numa_exporter.readers.accelerators import (
     FixtureAcceleratorSource,
     UdevAcceleratorSource,
 )
+from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Absent, Gone, SourceError
 from numa_exporter.sources.process_fds import DeviceFd
-from numa_exporter.sources.procfs import ProcFS
+from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
 log = structlog.get_logger()
 
@@ -23,14 +24,16 @@ log = structlog.get_logger()
 class AcceleratorMap:
     """The machine's accelerators (re-listed on topology changes) and per-process lookups."""
 
-    def __init__(self, source: AcceleratorSource | None, config: Config) -> None:
+    def __init__(self, source: AcceleratorSource | None, config: Config, proc: ProcFS,
+                 errors: ErrorReporter) -> None:
         self.source = source
         self.config = config
+        self.errors = errors
         self.devices: tuple[Accelerator, ...] = ()
         self._by_pci: dict[str, Accelerator] = {}
         # fixture trees hold plain links such as 3 -> /dev/nvidia0: stat would follow them to
         # this machine's own /dev and make results depend on the machine
-        self._stat_rdev = ProcFS(config.roots.procfs).is_live()
+        self._stat_rdev = proc.is_live()
 
     def refresh(self) -> tuple[Accelerator, ...]:
         """Return the accelerators discovered anew (none when discovery fails, logged)."""
@@ -49,13 +52,14 @@ class AcceleratorMap:
         return tuple(AcceleratorDevice(a.device, a.pci_address, a.vendor, a.driver, a.node)
                      for a in self.devices)
 
-    def uses(self, pid: int, texts: tuple[str, ...], deadline: Deadline = NEVER,
-             via: int | None = None) -> tuple[AcceleratorUse, ...]:
-        """Return the accelerators a process has open, plus those pinned to it by config.
+    def uses(self, files: ProcessFiles, texts: tuple[str, ...], deadline: Deadline = NEVER
+             ) -> tuple[AcceleratorUse, ...]:
+        """Return the accelerators a process has open (read through ``files``, a zombie
+        leader's through its live thread), plus those pinned to it by config.
 
-        ``via`` is the live thread to read the open files through (a zombie leader).
-        Raises Gone when the process vanished; Denied when its fd folder is unreadable;
-        ``Expired`` past ``deadline``.
+        Raises Gone when the process vanished and ``Expired`` past ``deadline``; any other
+        failed read of its open files (denied, absent, failing) is counted in the error
+        reporter and the pins alone are returned.
         """
         found: dict[str, Accelerator] = {}
         for pin in self.config.accelerator_pins:
@@ -67,18 +71,14 @@ class AcceleratorMap:
         if self.source is not None and self.devices:
             fds: tuple[DeviceFd, ...]
             try:
-                files = ProcFS(self.config.roots.procfs).process(pid)
-                if via is not None:
-                    files = files.through(via)
                 fds = files.fds(stat_rdev=self._stat_rdev, deadline=deadline)
             except Absent:
                 fds = ()  # the process is there without an fd folder (a partial tree)
             except Gone:
                 raise
-            except SourceError:
+            except SourceError as err:
+                self.errors.read(err)
                 fds = ()
-                if not found:
-                    raise
             for fd in fds:
                 a = None
                 if fd.rdev is not None:
@@ -87,7 +87,7 @@ class AcceleratorMap:
                     a = self.source.device_for_devname(fd.path)
                 if a is not None:
                     found[a.pci_address] = a
-        return tuple(AcceleratorUse(a.device, a.pci_address, a.node)
+        return tuple(AcceleratorUse(a.device, a.pci_address, a.node, a.local_cpus)
                      for _, a in sorted(found.items()))
 
 

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from numa_exporter.parsers.cpulist import parse_cpulist
+from numa_exporter.parsers.nvidia_numa_status import parse_nvidia_numa_status
 from numa_exporter.parsers.pci import (
     Kind,
     classify_pci,
@@ -72,7 +74,8 @@ class DeviceNode:
 
 @dataclass(frozen=True, slots=True)
 class Accelerator:
-    """One accelerator PCI device; ``node`` is its NUMA node, -1 when unknown."""
+    """One accelerator PCI device; ``node`` is its NUMA node, -1 when unknown;
+    ``local_cpus`` the CPUs nearest to it (sysfs ``local_cpulist``; None: unknown)."""
 
     pci_address: str
     pci_class: int
@@ -83,6 +86,7 @@ class Accelerator:
     driver: str  # "" when no driver is bound
     node: int
     device_nodes: tuple[DeviceNode, ...] = ()
+    local_cpus: frozenset[int] | None = None
 
     @property
     def device(self) -> str:
@@ -146,6 +150,29 @@ def nvidia_nodes(procfs: Path) -> dict[str, DeviceNode]:
     return out
 
 
+def nvidia_memory_nodes(procfs: Path) -> tuple[dict[str, frozenset[int]], int]:
+    """Return the NUMA node of each NVIDIA GPU's own memory, by PCI address, where the
+    driver shows it online (``driver/nvidia/gpus/<bdf>/numa_status``: GH200, GB200), and
+    the number of malformed lines met. Empty where the driver or the files are absent.
+    """
+    proc = ProcFS(procfs)
+    try:
+        entries = proc.nvidia_gpus()
+    except SourceError:
+        return {}, 0
+    out: dict[str, frozenset[int]] = {}
+    errors = 0
+    for name in entries:
+        try:
+            status = parse_nvidia_numa_status(proc.nvidia_numa_status(name))
+        except SourceError:
+            continue  # no such file: not a NUMA-capable GPU
+        errors += status.errors
+        if status.online_node is not None:
+            out[name.lower()] = frozenset({status.online_node})
+    return out, errors
+
+
 def build_accelerators(records: Iterable[UdevRecord], procfs: Path | None,
                        include_rdma: bool = False) -> tuple[Accelerator, ...]:
     """Return the accelerators described by udev ``records``, sorted by PCI address.
@@ -191,6 +218,7 @@ def build_accelerators(records: Iterable[UdevRecord], procfs: Path | None,
             driver=r.driver or "",
             node=numa if numa is not None and numa >= -1 else -1,
             device_nodes=tuple(sorted(nodes, key=lambda n: n.path)),
+            local_cpus=parse_cpulist(r.attributes.get("local_cpulist", "")) or None,
         ))
     return tuple(sorted(out, key=lambda a: a.pci_address))
 

@@ -27,6 +27,7 @@ from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
+from numa_exporter.sources.threads import TaskDir
 
 
 class HoldMeter:
@@ -129,8 +130,10 @@ def read_live_thread(files: ProcessFiles, min_resident: int, errors: ErrorReport
     VmRSS) as the files read through its first live thread with memory, and that thread's
     status (None when below ``min_resident``); None when no thread holds memory (the whole
     process is exiting). Threads that exit meanwhile are passed over; raises the
-    SourceError of listing the threads."""
-    for tid in files.tids():
+    SourceError of listing the threads (Gone when none is listed)."""
+    with TaskDir(files) as task:
+        tids = task.tids()
+    for tid in tids:
         if tid == files.pid:
             continue
         via = files.through(tid)
@@ -143,6 +146,17 @@ def read_live_thread(files: ProcessFiles, min_resident: int, errors: ErrorReport
         if status.vm_rss is not None:
             return via, status
     return None
+
+
+def read_resident_pages(files: ProcessFiles) -> int | None:
+    """Return the resident pages ``statm`` shows (one ``pread`` on a held descriptor where
+    the root is live), or None when it cannot be read or parsed (the caller screens the
+    process again, which reports what is wrong)."""
+    try:
+        pages = parse_pid_statm(files.statm())
+    except SourceError:
+        return None
+    return pages.resident_pages if pages is not None else None
 
 
 def read_stat(files: ProcessFiles, errors: ErrorReporter) -> PidStat | None:
@@ -162,10 +176,26 @@ def read_cmdline(files: ProcessFiles) -> str:
     return raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
 
 
+#: Parsed cgroup files by their bytes: most processes of a host share a few cgroups, and the
+#: parse is pure. Bounded: emptied when full.
+_CGROUPS: dict[bytes, ProcCgroup] = {}
+MAX_CGROUPS = 1024
+
+
+def parse_cgroup_cached(raw: bytes) -> ProcCgroup:
+    """Return ``parse_proc_cgroup(raw)``, from the cache when the same bytes were parsed."""
+    cg = _CGROUPS.get(raw)
+    if cg is None:
+        if len(_CGROUPS) >= MAX_CGROUPS:
+            _CGROUPS.clear()
+        cg = _CGROUPS[raw] = parse_proc_cgroup(raw)
+    return cg
+
+
 def read_cgroup(files: ProcessFiles, errors: ErrorReporter) -> ProcCgroup | None:
     """Return the parsed cgroup file; None when unreadable (reported). Raises Gone."""
     try:
-        cg = parse_proc_cgroup(files.cgroup())
+        cg = parse_cgroup_cached(files.cgroup())
     except Gone:
         raise
     except SourceError as err:

@@ -40,6 +40,7 @@ from numa_exporter.model.sample_memory import (
 )
 from numa_exporter.model.sampling import PlacementEstimate, Stratum, draw_addresses
 from numa_exporter.parsers.numa_maps import Kind
+from numa_exporter.sources.deadline import NEVER, Deadline
 
 #: addresses in, one status per address out (node id or -errno); raises like move_pages.
 Query = Callable[[Sequence[int]], Sequence[int]]
@@ -105,15 +106,16 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
                      strata: dict[Kind, Stratum], totals: dict[Kind, int], query: Query,
                      estimate: Estimate, *, host_migrated: int | None,
                      max_queries: int | None, rng: random.Random,
-                     between: Callable[[], None] | None = None) -> PlacementEstimate:
+                     deadline: Deadline = NEVER) -> PlacementEstimate:
     """Return the estimate of one read with the carried counts added and ``moved`` set,
     and update ``memory`` for the next read.
 
     ``frame``: the strata of maps as parsed (their identity says whether the mappings
     changed); ``strata``: as drawn from (perhaps narrowed); ``host_migrated``: the host's
     migrated-pages counter now (None: unknown, the panel is then always queried).
+    ``deadline`` is checked before each batch of queries (``Expired`` past it).
     """
-    check = between or (lambda: None)
+    check = deadline.check
     allowance = PANEL_PAGES if max_queries is None else max(max_queries // 4, 0)
     quiet = migrated_since(memory.host_migrated, host_migrated) == 0
     panel = {k: p for k, p in memory.panel.items() if k in strata}

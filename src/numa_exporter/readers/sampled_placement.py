@@ -312,7 +312,7 @@ def read_sampled(
             est = read_with_memory(memory, frame.strata, strata, totals,
                                    mp.for_pid(files.mm_pid), estimate,
                                    host_migrated=host_migrated, max_queries=max_queries,
-                                   rng=rng, between=deadline.check)
+                                   rng=rng, deadline=deadline)
     except MovePagesUnsupported as exc:  # ENOSYS from the kernel
         raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
                          OSError(errno.ENOSYS, str(exc))) from exc

@@ -26,19 +26,20 @@ that form (or the release says so, :class:`SchedGate`), ``sched`` is not read ag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.parsers.pid_sched import SchedFaults, find_numa_faults, find_pages_migrated
 from numa_exporter.parsers.pid_schedstat import parse_schedstat
+from numa_exporter.parsers.pid_status import parse_pid_status_cpus_allowed
 from numa_exporter.parsers.task_stat import parse_task_stat
 from numa_exporter.sources.deadline import NEVER, Deadline, Expired
 from numa_exporter.sources.errors import Gone
 from numa_exporter.sources.procfs import ProcessFiles
-from numa_exporter.sources.threads import TaskDir, ThreadMissing
+from numa_exporter.sources.threads import TaskDir, ThreadMissing, thread_affinity
 
-__all__ = ["SchedGate", "ThreadReading", "read_threads"]
+__all__ = ["SchedGate", "ThreadReading", "read_affinities", "read_threads"]
 
 _RUNNABLE = frozenset({b"R"})  # on a CPU or waiting for one
 CHECK_EVERY = 64  # threads read between two looks at the clock
@@ -156,3 +157,36 @@ def read_threads(
         if vanished and not td.exists(f"{files.pid}/stat"):
             raise Gone("task", f"{task}/{files.pid}")
         return out
+
+
+def read_affinities(files: ProcessFiles, tids: Iterable[int], syscall: bool,
+                    parse_error: Callable[[str, str], None]
+                    ) -> dict[int, frozenset[int] | None]:
+    """Return each thread's allowed CPUs by tid (None: malformed), read every scan whatever
+    the process's CPU clock says: a mask changes while a thread sleeps (``taskset -a -p``,
+    a cpuset change). A thread gone meanwhile is left out.
+
+    With ``syscall`` (the procfs root is the caller's own PID namespace) one
+    ``sched_getaffinity`` per thread; elsewhere (a fixture tree, another namespace) the
+    ``Cpus_allowed_list`` line of ``task/<tid>/status``. Raises Denied or another
+    SourceError like a thread file read.
+    """
+    out: dict[int, frozenset[int] | None] = {}
+    if syscall:
+        for tid in tids:
+            try:
+                out[tid] = thread_affinity(tid)
+            except ThreadMissing:
+                continue
+        return out
+    with TaskDir(files) as td:
+        for tid in tids:
+            try:
+                raw = td.read(f"{tid}/status", "status")
+            except ThreadMissing:
+                continue
+            mask = parse_pid_status_cpus_allowed(raw)
+            if mask is None:
+                parse_error("status", f"{td.path}/{tid}/status")
+            out[tid] = mask
+    return out

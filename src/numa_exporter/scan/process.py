@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -38,6 +38,7 @@ from numa_exporter.model.stages import (
     Timing,
     assemble,
 )
+from numa_exporter.model.thread_binding import ThreadAudit, ThreadCpus, audit, thread_node
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.model.topology import Topology
 from numa_exporter.model.weighted_interleave import weighted_deviation_ratio
@@ -47,6 +48,7 @@ from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.parsers.text import label_text
 from numa_exporter.readers.accelerator_use import AcceleratorMap, pinned_home
+from numa_exporter.readers.accelerators import nvidia_memory_nodes
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kubernetes import KubernetesScan, cgroup_key
 from numa_exporter.readers.page_sizes import probe_page_sizes
@@ -57,9 +59,9 @@ from numa_exporter.readers.process_files import (
     read_numa_maps,
     read_stat,
 )
-from numa_exporter.readers.threads import SchedGate, read_threads
+from numa_exporter.readers.threads import SchedGate, read_affinities, read_threads
 from numa_exporter.scan.select import Candidate, texts
-from numa_exporter.sources.cpu_clock import ProcessCpuClock
+from numa_exporter.sources.cpu_clock import ProcessCpuClock, same_pid_namespace
 from numa_exporter.sources.deadline import NEVER, Deadline, Expired
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
@@ -113,20 +115,39 @@ def unchanged(st: ProcessState, clock: int | None) -> bool:
             and not st.threads_partial and not any(t.runnable for t in st.threads.values()))
 
 
+def accelerator_cpu_nodes(uses: Iterable[AcceleratorUse], topo: Topology) -> frozenset[int]:
+    """Return the nodes of the accelerators a process uses: each device's ``numa_node``,
+    else (firmware left it at -1, as on Grace Hopper) the nodes of its nearest CPUs
+    (``local_cpulist``) where those name fewer than all CPUs."""
+    out: set[int] = set()
+    every = topo.all_cpus()
+    for u in uses:
+        if u.node >= 0:
+            out.add(u.node)
+        elif u.local_cpus and u.local_cpus != every:
+            out |= topo.nodes_of_cpus(u.local_cpus)
+    return frozenset(out)
+
+
 def thread_weights(readings: list[ThreadReading] | None, previous: Mapping[int, ThreadReading],
-                   node_of_cpu: Mapping[int, int]
+                   node_of_cpu: Mapping[int, int],
+                   places: Mapping[int, ThreadCpus] | None = None
                    ) -> tuple[list[tuple[int, float]], dict[int, int]]:
     """Return the home weights (node, CPU time since ``previous``) and threads per node.
 
-    A thread that started since the previous reading is weighted by all of its CPU time
-    (it all happened since); when nothing ran, every thread counts once.
+    A thread counts on the node its mask now confines it to (``places``: its allowed CPUs,
+    read every scan; :func:`~numa_exporter.model.thread_binding.thread_node`), else on its
+    last CPU's. A thread that started since the previous reading is weighted by all of its
+    CPU time (it all happened since); when nothing ran, every thread counts once.
     """
     by_node: dict[int, int] = {}
     weights: list[tuple[int, float]] = []
+    places = places or {}
     for t in readings or ():
-        if t.processor is None or t.processor not in node_of_cpu:
+        node = thread_node(places.get(t.tid) or ThreadCpus(t.tid, None, t.processor),
+                           node_of_cpu)
+        if node is None:
             continue
-        node = node_of_cpu[t.processor]
         by_node[node] = by_node.get(node, 0) + 1
         prev = previous.get(t.tid)
         delta = t.ticks - prev.ticks if prev is not None and t.ticks >= prev.ticks else t.ticks
@@ -173,6 +194,8 @@ class ProcessReader:
         # the scan's Kubernetes look-ups (set by the scanner for one scan; None: off)
         self.kube: KubernetesScan | None = None
         self.gate = SchedGate()  # closed for good on kernels whose sched read resets counters
+        # thread masks by sched_getaffinity where the root is our own PID namespace
+        self.affinity_syscall = same_pid_namespace(proc.root)
         self._host: tuple[object, object, HostTiers] | None = None
 
     # --- stage 1: identity ---------------------------------------------------------------
@@ -197,8 +220,9 @@ class ProcessReader:
     # --- stage 2: threads ----------------------------------------------------------------
     def threads(self, files: ProcessFiles, st: ProcessState, deadline: Deadline = NEVER
                 ) -> Threads:
-        """Return the process's threads: their readings (None if unlisted), home weights
-        and threads per node.
+        """Return the process's threads: their readings (None if unlisted), home weights,
+        threads per node and each thread's allowed and last CPU. The masks are read every
+        time, whatever the CPU clock says (they change while a thread sleeps).
 
         Raises Expired past ``deadline``; the threads read by then are kept and the next
         read goes on from there.
@@ -225,7 +249,11 @@ class ProcessReader:
         # a resumed pass mixes readings from before this clock reading: not a baseline
         st.threads_clock = clock if readings is not None and not resumed else None
         st.threads_partial = {}
-        weights, by_node = thread_weights(readings, st.threads, self.topology().node_of_cpu())
+        masks = self.affinities(files, readings)
+        places = {t.tid: ThreadCpus(t.tid, masks.get(t.tid), t.processor)
+                  for t in readings or ()}
+        weights, by_node = thread_weights(readings, st.threads, self.topology().node_of_cpu(),
+                                          places)
         if self.gate.refused and self.errors.once("note", "sched-legacy"):
             log.warning("this kernel prints the 3.13-4.1 NUMA form in sched and resets "
                         "numa_pages_migrated on every read; sched is not read again (no "
@@ -237,7 +265,22 @@ class ProcessReader:
                 st.migrated = advance(st.migrated or ThreadSum(), now,
                                       frozenset(t.tid for t in readings))
         return Threads(readings, weights, by_node,
-                       st.migrated.total if st.migrated is not None else None)
+                       st.migrated.total if st.migrated is not None else None, places)
+
+    def affinities(self, files: ProcessFiles, readings: list[ThreadReading] | None
+                   ) -> dict[int, frozenset[int] | None]:
+        """Return the allowed CPUs of the threads read, by tid ({} without threads or with
+        the binding collector off; a read error is counted)."""
+        if not readings or not self.config.enabled("binding"):
+            return {}
+        try:
+            return read_affinities(files, (t.tid for t in readings), self.affinity_syscall,
+                                   self.errors.parse)
+        except Gone:
+            raise
+        except SourceError as err:
+            self.errors.read(err)
+            return {}
 
     def process_clock(self, pid: int) -> int | None:
         """Return process ``pid``'s CPU clock in ns (None: unknown; an error is counted)."""
@@ -415,16 +458,10 @@ class ProcessReader:
     def accelerators(self, cand: Candidate, found: tuple[str, ...],
                      deadline: Deadline = NEVER) -> tuple[AcceleratorUse, ...]:
         """Return the accelerators the process uses (none with the collector off); raises
-        Expired past ``deadline``."""
+        Gone, or Expired past ``deadline``; other failed reads are counted by the map."""
         if not self.config.enabled("accelerator"):
             return ()
-        try:
-            return self.accel.uses(cand.pid, found, deadline, cand.files.via)
-        except Gone:
-            raise
-        except SourceError as err:
-            self.errors.read(err)
-            return ()
+        return self.accel.uses(cand.files, found, deadline)
 
     def homing(self, cand: Candidate, system: SystemSample, threads: Threads,
                placed: Placement, uses: tuple[AcceleratorUse, ...],
@@ -437,13 +474,32 @@ class ProcessReader:
         if affinity is not None:
             # status shows the leader's affinity only; a node a thread ran on is allowed too
             affinity = affinity | frozenset(threads.by_node)
-        accel_nodes = frozenset(u.node for u in uses if u.node >= 0)
+        accel_nodes = accelerator_cpu_nodes(uses, topo)
         host = self.host(system)
-        home = home_for(threads.weights, affinity, pinned_home(self.config, found),
+        pinned = pinned_home(self.config, found)
+        escapes = self.audit(cand.pid, threads.places, topo, pinned, kubelet)
+        home = home_for(threads.weights, affinity, pinned,
                         accel_nodes, kubelet_home(kubelet),
-                        host.cpu_nodes if host is not None else topo.cpu_nodes())
+                        host.cpu_nodes if host is not None else topo.cpu_nodes(),
+                        binding_nodes=escapes.nodes if escapes is not None else None)
         node_bytes = fold_nodes(placed.bytes)
-        return Homing(home, locality(node_bytes, home), uses, affinity, node_bytes)
+        return Homing(home, locality(node_bytes, home), uses, affinity, node_bytes, escapes)
+
+    def audit(self, pid: int, places: Mapping[int, ThreadCpus], topo: Topology,
+              config_nodes: frozenset[int] | None, kubelet: Assignment | None
+              ) -> ThreadAudit | None:
+        """Return the binding as intended and the threads outside it (None with the binding
+        collector off)."""
+        if not self.config.enabled("binding"):
+            return None
+        node_of_cpu = topo.node_of_cpu()
+        kube_cpus = None
+        if kubelet is not None:
+            kube_cpus = kubelet.cpus or (
+                frozenset(c for c, n in node_of_cpu.items() if n in kubelet.memory_nodes)
+                if kubelet.memory_nodes else None)
+        return audit(places, pid, node_of_cpu, config_nodes=config_nodes,
+                     kubelet_cpus=kube_cpus)
 
     # --- stage 6: binding ----------------------------------------------------------------
     def binding(self, cand: Candidate, system: SystemSample, placed: Placement,
@@ -467,9 +523,11 @@ class ProcessReader:
             balancing_mode=system.balancing_mode,
             off_policy_bytes=placed.off_policy_bytes,
         )
-        if kubelet is None:
-            return binding
         mismatches = dict(binding.mismatches)
+        if homing.audit is not None:
+            mismatches["threads_outside_binding"] = homing.audit.outside > 0
+        if kubelet is None:
+            return replace(binding, mismatches=mismatches)
         mismatches.update(kubelet_mismatches(kubelet, homing.node_bytes, thread_nodes))
         return replace(binding, mismatches=mismatches)
 
@@ -491,20 +549,36 @@ class ProcessReader:
         cached = self._host
         if cached is None or cached[0] is not tiers or cached[1] is not self.config:
             cached = (tiers, self.config,
-                      tiers.host(system.topology, self.config.accelerator_memory()))
+                      tiers.host(system.topology, self.accelerator_memory()))
             self._host = cached
         return cached[2]
 
+    def accelerator_memory(self) -> dict[str, frozenset[int]]:
+        """Return each accelerator's own memory nodes by PCI address: what the NVIDIA
+        driver shows online (``numa_status``), with the config file's ``memory_nodes``
+        overriding it per address (malformed driver lines are counted)."""
+        found, bad = nvidia_memory_nodes(self.proc.root)
+        if bad:
+            self.errors.parse("nvidia_numa_status",
+                              f"{self.proc.root}/driver/nvidia/gpus/*/numa_status", bad)
+        return {**found, **self.config.accelerator_memory()}
+
     def tiers(self, system: SystemSample, homing: Homing, status: PidStatus,
-              readings: list[ThreadReading] | None) -> ProcessTiers | None:
-        """Return the process's tiers view (None with the tiers collector off)."""
+              threads: Threads) -> ProcessTiers | None:
+        """Return the process's tiers view (None with the tiers collector off); each
+        thread's faults are judged against its own node too."""
         host = self.host(system)
         if host is None or not self.config.enabled("tiers"):
             return None
+        node_of_cpu = system.topology.node_of_cpu()
+        readings = threads.readings or ()
+        own = [(t.faults, thread_node(threads.places.get(t.tid)
+                                      or ThreadCpus(t.tid, None, t.processor), node_of_cpu))
+               for t in readings if t.faults is not None]
         return process_tiers(homing.node_bytes, homing.home.nodes, host,
                              (u.pci_address for u in homing.accelerators),
                              status.cpus_allowed, status.mems_allowed,
-                             (t.faults for t in readings or ()))
+                             (t.faults for t in readings), own)
 
     # --- stage 8: drift ------------------------------------------------------------------
     def drift(self, st: ProcessState, who: Identity, homing: Homing, now: ScanTime,
@@ -551,7 +625,7 @@ class ProcessReader:
         pod = self.pod(cand.files, groups)
         homing = self.homing(cand, system, threads, placed, uses, pod.kubelet, found)
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
-        tiers = self.tiers(system, homing, cand.status, threads.readings)
+        tiers = self.tiers(system, homing, cand.status, threads)
         drift = self.drift(st, who, homing, now, placed, host_migrated)
         st.reads += 1
         st.abandoned = 0

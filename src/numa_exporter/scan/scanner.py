@@ -104,9 +104,9 @@ class Scanner:
         self.hot = hot  # --collector.damon: the hot-memory worker (its own thread)
         self.cpu = cpu
         self.errors = ErrorReporter()
-        self.accel = AcceleratorMap(accelerators, config)
         self.cgroupfs = CgroupFS(config.roots.sysfs) if config.enabled("cgroup") else None
         self.proc = procfs or ProcFS(config.roots.procfs)
+        self.accel = AcceleratorMap(accelerators, config, self.proc, self.errors)
         self.proc.hold_files()  # statm/status/cmdline read by pread on a live procfs
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.memory_tiers = MemoryTierSysFS(config.roots.sysfs)

@@ -5,18 +5,21 @@ Every pid is screened from two lines of its ``status`` (VmRSS + HugetlbPages aga
 include/exclude patterns; the ``--process.top`` largest are kept, the processes left over by
 the last scan go first, and each candidate's ``stat`` gives its identity (start time).
 
-A process screened out stays out, without a file read, while its CPU clock
-(:mod:`numa_exporter.sources.cpu_clock`) has not moved (:class:`ScreenMemo`): what screening
-looks at changes only when one of its threads runs. Its name (``prctl``, ``exec``, or a
-write to its own ``comm``: the kernel refuses other writers), its command line (its own
-memory) and its resident size (it grows by the process's own faults; reclaim only shrinks
-it) all need the process on a CPU. (Another process writing into it through
-``process_vm_writev`` or ptrace can fault pages in without it running; such a process is
-screened again the next time it runs.)
+A process screened out stays out, without its status read, while its CPU clock
+(:mod:`numa_exporter.sources.cpu_clock`) has not moved (:class:`ScreenMemo`), its resident
+size is the same and the verdict is younger than :data:`MEMO_MAX_AGE`. Its name (``prctl``,
+``exec``, or a write to its own ``comm``: the kernel refuses other writers) and its command
+line (its own memory) change only when one of its threads runs. Its resident size does not:
+another process writing into it (``process_vm_writev``, ptrace), a ``CLONE_VM`` child, a
+userfaultfd handler or khugepaged collapsing its pages grow it while it sleeps. So where the
+size decides (``--process.min-resident`` above 0) each kept verdict costs one ``statm``
+``pread`` (on a held descriptor) and stands only while the resident page count is the one
+it was made with; and no verdict outlives :data:`MEMO_MAX_AGE`, whatever the clock says.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +34,7 @@ from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.process_files import (
     read_cmdline,
     read_live_thread,
+    read_resident_pages,
     read_stat,
     read_status,
 )
@@ -90,15 +94,29 @@ class Candidate:
         return (self.status.vm_rss or 0) + (self.status.hugetlb or 0)
 
 
+MEMO_MAX_AGE = 300.0  # seconds a screened-out verdict is kept at most (monotonic)
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """One process screened out: its CPU clock (ns) and resident pages (None: not read)
+    then, whether it counts as skipped (a kernel thread not) and when (monotonic s)."""
+
+    clock: int
+    skipped: bool
+    resident: int | None
+    at: float
+
+
 @dataclass(slots=True)
 class ScreenMemo:
-    """The processes screened out, by pid, with their CPU clock (ns) when they were: a
-    verdict stands while the clock has not moved and the config is the one it was made
-    under. Only decisions are kept (a name, a size, a kernel thread), never an error."""
+    """The processes screened out, by pid: a verdict stands while the process's clock has
+    not moved, its resident pages are the same (where the size decides), it is younger than
+    MEMO_MAX_AGE and the config is the one it was made under. Only decisions are kept (a
+    name, a size, a kernel thread), never an error."""
 
     config: Config | None = None
-    # pid -> (CPU clock in ns, whether the verdict counts as skipped: a kernel thread not)
-    out: dict[int, tuple[int, bool]] = field(default_factory=dict)
+    out: dict[int, Kept] = field(default_factory=dict)
 
     def begin(self, config: Config) -> None:
         """Forget every verdict made under another config."""
@@ -189,32 +207,41 @@ def _without_leader(files: ProcessFiles, pid: int, config: Config, errors: Error
 
 def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequence[int],
            states: Outcomes, statm: bool = False, memo: ScreenMemo | None = None,
-           clock: Callable[[int], int | None] | None = None
+           clock: Callable[[int], int | None] | None = None,
+           mono: Callable[[], float] = time.monotonic
            ) -> tuple[list[Candidate], frozenset[int]]:
     """Return the candidates in reading order (each with its stat read) and every pid listed.
 
     ``statm``: no hugetlb page is in use on the host (see :func:`screen`). ``memo`` and
     ``clock`` (a process's CPU clock by pid; None: unknown, and a SourceError is counted)
-    skip the screening of processes screened out before that have not run since. Raises
-    the SourceError of listing the procfs root.
+    skip the screening of processes screened out before that have not run, grown or been
+    kept too long since (see the module); ``mono`` is the monotonic clock of their age.
+    Raises the SourceError of listing the procfs root.
     """
     out: list[Candidate] = []
     pids = proc.pids()
     if memo is not None:
         memo.begin(config)
     known = memo.out if memo is not None else {}
-    still: dict[int, tuple[int, bool]] = {}
+    still: dict[int, Kept] = {}
+    sized = config.min_resident > 0  # only then can a change of size change a verdict
+    now = mono()
     for pid in pids:
         ns: int | None = None
+        pages: int | None = None
         if clock is not None and memo is not None:
             try:
                 ns = clock(pid)
             except SourceError as err:
                 errors.read(err)
+            if ns is not None and sized:
+                pages = read_resident_pages(proc.process(pid))
             verdict = known.get(pid)
-            if ns is not None and verdict is not None and verdict[0] == ns:
+            if (ns is not None and verdict is not None and verdict.clock == ns
+                    and now - verdict.at < MEMO_MAX_AGE
+                    and (not sized or (pages is not None and pages == verdict.resident))):
                 still[pid] = verdict
-                states[Outcome.SKIPPED] += verdict[1]
+                states[Outcome.SKIPPED] += verdict.skipped
                 continue
         try:
             got = screen(proc, pid, config, errors, statm)
@@ -228,7 +255,8 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
         if got.outcome is not None:
             states[got.outcome] += 1
         if ns is not None and got.decided:
-            still[pid] = (ns, got.outcome is not None)
+            # a decision, not an error
+            still[pid] = Kept(ns, got.outcome is not None, pages, now)
     if memo is not None:
         memo.out = still
     out.sort(key=lambda c: (-c.resident, c.pid))

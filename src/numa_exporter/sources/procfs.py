@@ -78,6 +78,12 @@ class ProcFS:
         return read_small(self.root / "driver" / "nvidia" / "gpus" / gpu / "information",
                           "nvidia")
 
+    def nvidia_numa_status(self, gpu: str) -> bytes:
+        """Return the bytes of ``driver/nvidia/gpus/<gpu>/numa_status`` (present only for
+        GPUs whose memory can be a NUMA node)."""
+        return read_small(self.root / "driver" / "nvidia" / "gpus" / gpu / "numa_status",
+                          "nvidia")
+
     def self_status(self) -> bytes:
         """Return the bytes of ``self/status`` (the exporter's own, as this root shows it)."""
         return read_small(self.root / "self" / "status", "status")
@@ -148,36 +154,45 @@ class ProcessFiles:
             self._path = Path(self._dir)
         return self._path
 
-    def _small(self, path: str, source: str, whole: bool = False) -> bytes:
-        """Return a small file's bytes, through a held descriptor where there is one
-        (``whole``: a short read is the end, see sources/held.py)."""
-        if self._held is not None:
-            return self._held.read(self.pid, path, source, whole)
-        return read_small(path, source)
+    def _small(self, folder: str, name: str, held: bool = True) -> bytes:
+        """Return the bytes of the small file ``name`` in ``folder``, through a held
+        descriptor where there is one and ``held`` (a single-record seq_file: a short read
+        is the end, see sources/held.py).
+
+        psutil's rule: a missing file raises Gone only when ``folder`` is gone too, else
+        Absent (a partial tree, a masked path), counted as an error, never taken for an exit.
+        """
+        path = f"{folder}/{name}"
+        try:
+            if held and self._held is not None:
+                return self._held.read(self.pid, path, name, True)
+            return read_small(path, name)
+        except Gone as err:
+            raise self._gone_or_absent(err, folder) from err
 
     def status(self) -> bytes:
         """Return the bytes of status."""
-        return self._small(f"{self._mm_dir}/status", "status", whole=True)
+        return self._small(self._mm_dir, "status")
 
     def stat(self) -> bytes:
         """Return the bytes of stat."""
-        return read_small(f"{self._dir}/stat", "stat")
+        return self._small(self._dir, "stat", held=False)
 
     def statm(self) -> bytes:
         """Return the bytes of statm (page counts: size, resident, ...)."""
-        return self._small(f"{self._dir}/statm", "statm", whole=True)
+        return self._small(self._dir, "statm")
 
     def comm(self) -> bytes:
         """Return the bytes of comm (the task's name and a newline)."""
-        return self._small(f"{self._mm_dir}/comm", "comm", whole=True)
+        return self._small(self._mm_dir, "comm")
 
     def cmdline(self) -> bytes:
         """Return the bytes of cmdline (NUL-separated)."""
-        return self._small(f"{self._mm_dir}/cmdline", "cmdline", whole=True)
+        return self._small(self._mm_dir, "cmdline")
 
     def cgroup(self) -> bytes:
         """Return the bytes of cgroup."""
-        return read_small(f"{self._mm_dir}/cgroup", "cgroup")
+        return self._small(self._mm_dir, "cgroup", held=False)
 
     def numa_maps(self) -> Iterator[bytes]:
         """Yield the text of numa_maps in chunks as the kernel produces it (walks page tables).
@@ -234,36 +249,16 @@ class ProcessFiles:
         except Gone as err:
             raise self._gone_or_absent(err) from err
 
-    def _gone_or_absent(self, err: Gone) -> Gone | Absent:
+    def _gone_or_absent(self, err: Gone, folder: str | None = None) -> Gone | Absent:
         """Return ``err`` when the process is gone, Absent when only the file is (ENOENT
-        with ``/proc/<pid>`` still there: psutil's rule)."""
+        with ``folder``, by default the memory-wide files' folder, still there: psutil's
+        rule)."""
         if err.errno != errno.ENOENT:
             return err  # ESRCH: the process is exiting
         try:
-            os.stat(self._mm)  # the live thread read through, when there is one
+            os.stat(folder if folder is not None else self._mm_dir)
         except OSError:
             return err
         return Absent(err.source, err.path, OSError(errno.ENOENT, "absent while the process "
                                                      "lives"))
 
-    def tids(self) -> list[int]:
-        """Return the thread ids of the process."""
-        task = self.path / "task"
-        try:
-            return sorted(int(e.name) for e in os.scandir(task) if e.name.isdigit())
-        except OSError as err:
-            raise classify("task", str(task), err) from err
-
-    def task_stat(self, tid: int) -> bytes:
-        """Return the bytes of task/<tid>/stat."""
-        return read_small(self.path / "task" / str(tid) / "stat", "task_stat")
-
-    def task_sched(self, tid: int) -> bytes | None:
-        """Return the bytes of task/<tid>/sched, or None where the kernel has no such file."""
-        p = self.path / "task" / str(tid) / "sched"
-        try:
-            return read_small(p, "sched")
-        except Gone:
-            if (self.path / "task" / str(tid)).is_dir():
-                return None  # CONFIG_SCHED_DEBUG off: the task exists, the file does not
-            raise

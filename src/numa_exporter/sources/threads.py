@@ -86,3 +86,15 @@ class TaskDir:
                 return False
             raise classify("task", f"{self.path}/{rel}", err) from err
         return True
+
+
+def thread_affinity(tid: int) -> frozenset[int]:
+    """Return the CPUs thread ``tid`` (of the caller's PID namespace) may run on: one
+    ``sched_getaffinity`` call. Raises ThreadMissing when the thread is gone, else the
+    classified SourceError."""
+    try:
+        return frozenset(os.sched_getaffinity(tid))
+    except OSError as err:
+        if err.errno in GONE_ERRNOS:
+            raise ThreadMissing from None
+        raise classify("affinity", f"sched_getaffinity({tid})", err) from err

@@ -28,8 +28,8 @@ class UdevRecord:
     """What the builder needs of one udev device (a PCI function or a device-node child).
 
     ``attributes`` holds sysfs attributes as text (``class``, ``vendor``, ``device``,
-    ``numa_node`` for PCI devices); ``pci_parent`` is the address of the nearest PCI
-    ancestor of a child device.
+    ``numa_node``, ``local_cpulist`` for PCI devices); ``pci_parent`` is the address of the
+    nearest PCI ancestor of a child device.
     """
 
     subsystem: str
@@ -89,7 +89,7 @@ def _record(dev: Any, pci_parent: str | None = None) -> UdevRecord:
     """Return the UdevRecord of a pyudev Device."""
     attrs: dict[str, str] = {}
     if dev.subsystem == "pci":
-        for name in ("class", "vendor", "device", "numa_node"):
+        for name in ("class", "vendor", "device", "numa_node", "local_cpulist"):
             v = _text(dev.attributes.get(name))
             if v is not None:
                 attrs[name] = v

@@ -1,4 +1,6 @@
-"""Defects found while re-grouping the scan path (issue 13); each test failed before its fix.
+"""Failures stay isolated and counted: each process ends in exactly one state, one failing
+collector costs its own families only, and a file absent from a live process is an error,
+not an exit. Each test failed before its fix (found while re-grouping the scan path, issue 13):
 
 1. ``numa_exporter_processes{state="kept"}`` was named in HELP and counted, never emitted,
    and a budget-deferred process with old values counted as both kept and skipped.
@@ -21,7 +23,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import CollectorRegistry
 from structlog.testing import capture_logs
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, FakeClock
 from tests.e2e.exposition import values
 
 import numa_exporter.collectors.snapshot as snapshot_collector
@@ -35,18 +37,6 @@ from numa_exporter.sources.errors import Absent, Gone
 from numa_exporter.sources.procfs import ProcFS
 
 PROCESSES = "numa_exporter_processes"
-
-
-class FakeClock:
-    """A monotonic clock that moves ``step`` per call."""
-
-    def __init__(self, step: float) -> None:
-        self.t = 0.0
-        self.step = step
-
-    def __call__(self) -> float:
-        self.t += self.step
-        return self.t
 
 
 def _config(root: Path, **kw: object) -> Config:
@@ -149,8 +139,8 @@ def test_numa_maps_absent_from_a_live_process_is_an_error_said_once(tmp_path: Pa
         second = scanner.scan()
     for snap in (first, second):
         assert {300, 301}.isdisjoint(p.pid for p in snap.processes)
-        assert snap.stats.states["gone"] == 1  # 302 (no status) only
-        assert snap.stats.states["skipped"] == 2
+        assert snap.stats.states["gone"] == 0  # 302 (no status file) is an error: skipped
+        assert snap.stats.states["skipped"] == 3
     assert second.stats.read_errors[("numa_maps", "error")] == 4
     assert ("numa_maps", "gone") not in second.stats.read_errors
     said = [e for e in logs if e.get("source") == "numa_maps" and e["log_level"] == "error"]
