@@ -56,8 +56,9 @@ def _scrape_for(d: Daemon, pid: int, name: str, tries: int = 20) -> str:
 
 def test_big_process_is_sampled_and_says_so(start_daemon, big_child) -> None:  # type: ignore[no-untyped-def]
     pid = big_child.pid
+    # no full read for memory policies at discovery: this test is about the sampled read
     d = start_daemon("--process.min-resident=512MiB", "--process.detail-above=0",
-                     "--scan.interval=1s",
+                     "--scan.interval=1s", "--placement.policy-interval=0",
                      "--process.include=cadence-big")
     text = _scrape_for(d, pid, "numa_process_placement_info")
     assert values(text, "numa_process_placement_info", pid=str(pid), method="sampled")

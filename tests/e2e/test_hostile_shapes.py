@@ -56,7 +56,7 @@ def test_a_sparse_reservation_costs_a_bounded_sample(children: list[subprocess.P
     # the old fixed budget drew up to 615,000 page queries here (seconds per scan)
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                  include=re.compile(r"hostile-(sparse|normal\d)$"), scan_interval=1.0,
-                 scan_budget=0.7)
+                 scan_budget=0.7, policy_interval=0.0)  # no policy reads: the sample is the subject
     scanner = Scanner(cfg, sampled=read_sampled)
     pids = {p.pid for p in children}
     sparse = children[0].pid
@@ -114,7 +114,8 @@ def reservation() -> Iterator[subprocess.Popen[bytes]]:
 def test_two_gib_in_a_64_tib_reservation_is_placed_every_scan(
         reservation: subprocess.Popen[bytes]) -> None:
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
-                 include=re.compile(r"hostile-reserve$"), scan_interval=1.0)
+                 include=re.compile(r"hostile-reserve$"), scan_interval=1.0,
+                 policy_interval=0.0)  # no policy reads: the sampled placement is the subject
     scanner = Scanner(cfg, sampled=read_sampled)
     for _ in range(3):
         snap = scanner.scan()

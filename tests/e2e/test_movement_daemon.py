@@ -78,6 +78,7 @@ def _sampled_scrape(d: Daemon, pid: int) -> str:
 def test_unmoved_process_shows_no_movement_while_it_churns(start_daemon, churning_child) -> None:  # type: ignore[no-untyped-def]
     pid = churning_child.pid
     d = start_daemon("--process.min-resident=32MiB", "--scan.interval=1s",
+                     "--process.detail-above=0",
                      "--process.include=movement-churn", "--placement.hold-budget=0.000001",
                      "--collector.drift")
     first = _sampled_scrape(d, pid)

@@ -79,7 +79,8 @@ def test_a_thp_target_keeps_the_full_read_and_a_4k_one_is_sampled(
         targets: tuple[int, int]) -> None:
     huge, small = targets
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
-                 include=re.compile(r"thp-target-(huge|small)$"), scan_interval=1.0)
+                 include=re.compile(r"thp-target-(huge|small)$"), scan_interval=1.0,
+                 policy_interval=0.0)  # reader choice by hold and cost only: no policy reads
     scanner = Scanner(cfg, sampled=read_sampled)
     seen: dict[int, list[tuple[str, str | None]]] = {huge: [], small: []}
     for _ in range(3):

@@ -66,8 +66,7 @@ OUTSIDE = MetricSpec(
     "numa_process_threads_outside_binding", "gauge",
     "Threads of the process whose allowed CPUs reach outside its binding: the narrowest "
     "of the config pin, the kubelet's assignment, the cgroup cpuset and the main thread's "
-    "mask (docs/binding.md). Absent when nothing binds the process; 0 is left out for "
-    "processes below --process.detail-above.", P, drop_zero="summary")
+    "mask (docs/binding.md). Absent when nothing binds the process.", P)
 
 SPECS = (MEMORY_BOUND, CPUS_BOUND, MISMATCH, OUTSIDE, WI_DEVIATION)
 
