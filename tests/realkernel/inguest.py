@@ -172,6 +172,9 @@ class Exporter:
         self.url = f"http://127.0.0.1:{port}/metrics"
         self.argv = [*argv, f"--web.listen-address=127.0.0.1:{port}", "--scan.interval=1s",
                      "--scan.budget=1s", "--process.min-resident=0",
+                     # every family, per node and kind, for processes of any size: the
+                     # tier checks the breakdown against the kernel
+                     "--process.detail-above=0",
                      f"--process.include={include}",
                      # exact full reads every scan: this tier checks them against the
                      # kernel (under TCG a walk is ~10x slower than on hardware, which would

@@ -108,7 +108,8 @@ def run(plan: dict[str, Any], out: Path) -> dict[str, Any]:
         port = plan["port"]
         argv = [*plan["exporter"], f"--web.listen-address=127.0.0.1:{port}",
                 f"--scan.interval={plan['interval']}", "--process.min-resident=0",
-                "--process.include=^rkwork", "--placement.hold-budget=0.000001",
+                "--process.detail-above=0", "--process.include=^rkwork",
+                "--placement.hold-budget=0.000001",
                 "--log.format=json", "--log.level=debug"]
         summary["exporter_argv"] = argv
         with open(out / "exporter.out", "wb") as so, open(out / "exporter.log", "wb") as se:

@@ -53,6 +53,7 @@ def _build(cache: Path) -> Path:
 def _script(python: str, hotcold: Path) -> str:
     exporter = (f"{python} -m numa_exporter --web.listen-address=127.0.0.1:{PORT} "
                 "--scan.interval=1s --process.include=^hotcold --process.min-resident=0 "
+                "--process.detail-above=0 "
                 "--collector.damon --log.level=debug")
     fetch = (f"{python} -c \"import sys,urllib.request;sys.stdout.write(urllib.request."
              f"urlopen('http://127.0.0.1:{PORT}/metrics',timeout=30).read().decode())\"")

@@ -1,4 +1,5 @@
-"""Movement from evidence and converging sampled estimates, in the 4-node guest (issue 28).
+"""Movement from evidence and converging sampled estimates, in the 4-node guest on each kernel
+generation (issue 28).
 
 One boot runs movement_inguest.py: balancing off, every process forced onto the sampled
 reader, a 256 MiB process interleaved over all four nodes that nothing moves, and a 128 MiB
@@ -31,26 +32,30 @@ HERE = Path(__file__).resolve().parent
 SCANS_BEFORE = 25  # ~a minute of 2 s scans (longer under TCG)
 SCANS_AFTER = 5
 TIMEOUT_S = 900.0
-_RUN: dict[str, Any] = {}
+_RUN: dict[str, dict[str, Any]] = {}  # by kernel generation
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    """Boot the 4-node guest once; return the results folder and the summary."""
+@pytest.fixture(scope="module", params=list(harness.GENERATIONS))
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+        ) -> tuple[Path, dict[str, Any]]:
+    """Boot the 4-node guest once per kernel generation; return the results folder and the
+    summary."""
     if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
         pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
-    if "failed" in _RUN:
-        pytest.fail(_RUN["failed"])
-    if "done" in _RUN:
-        return _RUN["done"]  # type: ignore[no-any-return]
+    generation = str(request.param)
+    state = _RUN.setdefault(generation, {})
+    if "failed" in state:
+        pytest.fail(state["failed"])
+    if "done" in state:
+        return state["done"]  # type: ignore[no-any-return]
     try:
-        assets = harness.ensure_assets()
+        assets = harness.ensure_assets(generation)
     except harness.RealKernelUnavailable as exc:
         print(f"REAL-KERNEL TESTS SKIPPED: {exc}", file=sys.__stderr__, flush=True)
         pytest.skip(f"REAL-KERNEL TESTS SKIPPED: cannot prepare the QEMU guest: {exc}")
     keep = os.environ.get("NUMA_REALKERNEL_RESULTS")
     base = Path(keep).resolve() if keep else tmp_path_factory.mktemp("realkernel-movement")
-    path = base / "movement-4node"
+    path = base / f"movement-4node-{generation}"
     path.mkdir(parents=True, exist_ok=True)
     plan = {"out": "/tmp/rkio/movement", "workload": str(assets.workload),
             "exporter": exporter_command(), "port": 19128, "interval": "2s",
@@ -65,14 +70,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]
     out = path / "movement"
     summary_file = out / "summary.json"
     if not boot.ok or not summary_file.exists():
-        _RUN["failed"] = (f"4node guest job failed (rc={boot.rc}, timed_out={boot.timed_out});"
+        state["failed"] = (f"4node guest job failed (rc={boot.rc}, timed_out={boot.timed_out});"
                           f" job log tail:\n{boot.job_log[-4000:]}")
-        pytest.fail(_RUN["failed"])
+        pytest.fail(state["failed"])
     summary = json.loads(summary_file.read_text())
     if summary["errors"]:
-        _RUN["failed"] = f"{summary['errors']}\n{summary.get('traceback', '')}"
-        pytest.fail(_RUN["failed"])
-    _RUN["done"] = (out, summary)
+        state["failed"] = f"{summary['errors']}\n{summary.get('traceback', '')}"
+        pytest.fail(state["failed"])
+    state["done"] = (out, summary)
     return out, summary
 
 

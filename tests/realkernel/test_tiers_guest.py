@@ -47,6 +47,7 @@ def _script(python: str) -> str:
     """Return the in-guest job (sh): exporter, the two workloads, scrapes, kernel files."""
     exporter = (f"{python} -m numa_exporter --web.listen-address=127.0.0.1:{PORT} "
                 "--scan.interval=1s --process.include=^rkwork --process.min-resident=0 "
+                "--process.detail-above=0 "
                 "--log.level=debug")
     fetch = (f"{python} -c \"import sys,urllib.request;sys.stdout.write(urllib.request."
              f"urlopen('http://127.0.0.1:{PORT}/metrics',timeout=30).read().decode())\"")

@@ -30,7 +30,7 @@ TIMEOUT_S = 900.0
 
 def _script(python: str) -> str:
     exporter = (f"{python} -m numa_exporter --web.listen-address=127.0.0.1:{PORT} "
-                "--scan.interval=1s --process.include=weighted_inguest "
+                "--scan.interval=1s --process.include=weighted_inguest --process.detail-above=0 "
                 "--process.min-resident=0")
     fetch = (f"{python} -c \"import sys,urllib.request;sys.stdout.write(urllib.request."
              f"urlopen('http://127.0.0.1:{PORT}/metrics',timeout=30).read().decode())\"")
