@@ -163,6 +163,23 @@ def build_parser() -> argparse.ArgumentParser:
     a("--web.telemetry-path", dest="telemetry_path", default="/metrics",
       help="path under which to expose metrics (default /metrics)")
     _add_shared(p, top=True)
+    _add_scan_flags(a)
+    _add_placement_flags(a)
+    _add_drift_flags(a)
+    for c in COLLECTORS:
+        on = c not in DEFAULT_OFF
+        a(f"--collector.{c}", dest=f"collector_{c}", action=argparse.BooleanOptionalAction,
+          default=on, help=f"enable the {c} collector (default {'on' if on else 'off'})")
+    _add_damon(a)
+    _add_log_flags(a)
+
+    add_web_flags(p)
+    _add_commands(p)
+    return p
+
+
+def _add_scan_flags(a: Callable[..., object]) -> None:
+    """Add the --scan.* and --process.* flags: how often, how long, which processes."""
     a("--scan.interval", dest="interval", metavar="DURATION", type=_interval, default=15.0,
       help="time between scans, 100ms to 24h (default 15s)")
     a("--scan.budget", dest="budget", metavar="DURATION", type=_positive_duration,
@@ -185,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
       help="only scan processes whose comm or cmdline matches this RE2 regex")
     a("--process.exclude", dest="exclude", metavar="REGEX", type=_regex, default=None,
       help="never scan processes whose comm or cmdline matches this RE2 regex")
+
+
+def _add_placement_flags(a: Callable[..., object]) -> None:
+    """Add the --placement.* flags: how a process's placement is read."""
     a("--placement.hold-budget", dest="hold_budget", metavar="DURATION", type=_duration,
       default=0.005,
       help="longest the process's mmap lock may be held by one read() of its numa_maps "
@@ -213,6 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
       help="longest the mmap lock may be held by one read() of numa_maps in a full read "
            "made for memory policies (--placement.policy-interval); a process estimated "
            "above it is not read for policies; 0 = never (default 100ms)")
+
+
+def _add_drift_flags(a: Callable[..., object]) -> None:
+    """Add --scan.process-budget and the --drift.* flags."""
     a("--scan.process-budget", dest="process_budget", metavar="DURATION", type=_duration,
       default=0.5,
       help="average time a full read of one process may take per scan; where sampling is "
@@ -225,19 +250,19 @@ def build_parser() -> argparse.ArgumentParser:
       help="... and its RSS stable over this many scans (default 4)")
     a("--drift.rss-tolerance", dest="rss_tolerance", metavar="FRACTION", type=_fraction,
       default=0.05, help="... within this relative change, 0-1 (default 0.05)")
-    for c in COLLECTORS:
-        on = c not in DEFAULT_OFF
-        a(f"--collector.{c}", dest=f"collector_{c}", action=argparse.BooleanOptionalAction,
-          default=on, help=f"enable the {c} collector (default {'on' if on else 'off'})")
-    _add_damon(a)
+
+
+def _add_log_flags(a: Callable[..., object]) -> None:
+    """Add the --log.* flags."""
     a("--log.level", dest="log_level", metavar="LEVEL", choices=logs.LEVELS, default="info",
       help="debug, info, warn or error (default info)")
     a("--log.format", dest="log_format", metavar="FORMAT", choices=logs.FORMATS,
       default=logs.DEFAULT_FORMAT,
       help=f"logfmt or json; keys ts, level, caller, msg (default {logs.DEFAULT_FORMAT})")
 
-    add_web_flags(p)
 
+def _add_commands(p: argparse.ArgumentParser) -> None:
+    """Add the commands inspect and udev-dump (with their flags) to ``p``."""
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands",
                            description="without a command, numa-exporter runs the exporter",
                            help="inspect or udev-dump; COMMAND --help for its flags")
@@ -251,7 +276,6 @@ def build_parser() -> argparse.ArgumentParser:
                                      "--accelerator.records",
                    description="Print this machine's udev records of accelerators and NICs "
                                "as JSON, the format --accelerator.records reads.")
-    return p
 
 
 def _add_damon(a: Callable[..., object]) -> None:

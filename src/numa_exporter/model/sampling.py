@@ -400,7 +400,30 @@ def estimate_placement(
     budget = DEFAULT_BUDGET_FACTOR * m
     if max_queries is not None:
         budget = min(budget, max(max_queries, 0))
-    check = deadline.check
+    tallies, census = _census(strata, sampler, census_pages, deadline)
+    page = next(iter(strata.values())).page_size if strata else 4096
+    census_bytes = sum(tallies[k].resident for k in census) * page
+    sampled, share, orphan = _shares(strata, totals, tallies, census, page)
+    quota = _quotas(m, sampled, share, census_bytes)
+    exhausted = _draw_quotas(quota, strata, tallies, sampler, rng, budget, deadline)
+    out, results, unsampled = _scale(strata, tallies, census, share, page)
+    return PlacementEstimate(
+        bytes={k: v for k, v in out.items() if v},
+        samples=sum(t.queried for t in tallies.values()),
+        resident_samples=sum(t.resident for t in tallies.values()),
+        strata=tuple(results),
+        unsampled_bytes=orphan + unsampled,
+        other_errors=sum(t.other for t in tallies.values()),
+        budget_exhausted=exhausted,
+    )
+
+
+def _census(strata: dict[Kind, Stratum], sampler: PageSampler, census_pages: int,
+            deadline: Deadline) -> tuple[dict[Kind, Tally], set[Kind]]:
+    """Query every page of each stratum of at most ``census_pages`` pages.
+
+    Returns the tallies of those strata by kind, and the set of their kinds.
+    """
     tallies: dict[Kind, Tally] = {}
     census: set[Kind] = set()
     for kind, s in strata.items():
@@ -408,12 +431,21 @@ def estimate_placement(
             t = Tally()
             addrs = sampler.every_page(s)
             for i in range(0, len(addrs), _BATCH):
-                check()
+                deadline.check()
                 sampler.tally(addrs, i, min(i + _BATCH, len(addrs)), t)
             tallies[kind] = t
             census.add(kind)
-    page = next(iter(strata.values())).page_size if strata else 4096
-    census_bytes = sum(tallies[k].resident for k in census) * page
+    return tallies, census
+
+
+def _shares(strata: dict[Kind, Stratum], totals: dict[Kind, int],
+            tallies: dict[Kind, Tally], census: set[Kind],
+            page: int) -> tuple[list[Kind], dict[Kind, int], int]:
+    """Split the status bytes not counted by the census among the sampled strata.
+
+    Returns the sampled kinds (not census, with status bytes), each one's share of bytes,
+    and the orphan bytes: status bytes that no stratum can place.
+    """
     # Status bytes of a kind without any sampleable mapping cannot be placed.
     orphan = sum(b for k, b in totals.items() if k not in strata)
     sampled = [k for k in strata if k not in census and totals.get(k, 0) > 0]
@@ -429,17 +461,34 @@ def estimate_placement(
         share[kd] = rest * totals[kd] // counted
     if Kind.HUGETLB in sampled:
         share[Kind.HUGETLB] = totals[Kind.HUGETLB]
-    share_total = sum(share.values())
     if not counted and pool > 0:
         orphan += pool  # the pool's bytes have no sampled stratum to go to
-    # Proportional allocation; census strata need no samples.
+    return sampled, share, orphan
+
+
+def _quotas(m: int, sampled: list[Kind], share: dict[Kind, int],
+            census_bytes: int) -> dict[Kind, int]:
+    """Return the resident samples each sampled stratum needs: proportional allocation of
+    ``m`` by share, scaled down by the census's weight (census strata need no samples)."""
     quota: dict[Kind, int] = {}
+    share_total = sum(share.values())
     if share_total:
         w_s = share_total / (share_total + census_bytes)
         m_s = math.ceil(m * w_s * w_s)
         for k in sampled:
             if share[k]:
                 quota[k] = max(MIN_STRATUM_SAMPLES, math.ceil(m_s * share[k] / share_total))
+    return quota
+
+
+def _draw_quotas(quota: dict[Kind, int], strata: dict[Kind, Stratum],
+                 tallies: dict[Kind, Tally], sampler: PageSampler, rng: random.Random,
+                 budget: int, deadline: Deadline) -> bool:
+    """Draw and tally pages of each stratum in ``quota`` (into new ``tallies``) in rounds
+    until each has its quota of resident samples or ``budget`` queries are spent.
+
+    Returns whether the budget ran out before every quota was met.
+    """
     used = 0
     exhausted = False
     for k in quota:
@@ -460,14 +509,27 @@ def estimate_placement(
             n = min(max(16, math.ceil(need / frac * 1.1)), 4096, left)
             addrs = sampler.draw(strata[k], n, rng)
             for i in range(0, n, _BATCH):
-                check()
+                deadline.check()
                 sampler.tally(addrs, i, min(i + _BATCH, n), t)
             used += n
             nxt.append(k)
         pending = nxt
+    return exhausted
+
+
+def _scale(strata: dict[Kind, Stratum], tallies: dict[Kind, Tally], census: set[Kind],
+           share: dict[Kind, int], page: int,
+           ) -> tuple[dict[tuple[int, Kind], int], list[StratumResult], int]:
+    """Scale each stratum's tally to bytes: census pages count as pages, a sampled
+    stratum's share is split over its nodes by their sample counts (the last node takes
+    the rounding).
+
+    Returns bytes by (node, kind), the per-stratum results, and the bytes of sampled
+    strata that got no resident sample (unplaced).
+    """
     out: dict[tuple[int, Kind], int] = {}
     results: list[StratumResult] = []
-    unsampled = orphan
+    unsampled = 0
     for kind, s in strata.items():
         t = tallies.get(kind, Tally())
         if kind in census:
@@ -488,12 +550,4 @@ def estimate_placement(
                 b = 0
         results.append(StratumResult(kind, s.pages, t.queried, t.resident,
                                      tuple(sorted(t.nodes.items())), kind in census, b))
-    return PlacementEstimate(
-        bytes={k: v for k, v in out.items() if v},
-        samples=sum(t.queried for t in tallies.values()),
-        resident_samples=sum(t.resident for t in tallies.values()),
-        strata=tuple(results),
-        unsampled_bytes=unsampled,
-        other_errors=sum(t.other for t in tallies.values()),
-        budget_exhausted=exhausted,
-    )
+    return out, results, unsampled

@@ -237,6 +237,21 @@ def sampling_available(procfs_root: Path, move_pages: MovePages | None = None
     return True, f"move_pages via {mp.via}"
 
 
+def _no_move_pages(files: ProcessFiles, exc: MovePagesUnsupported) -> ReadFailed:
+    """Return the read error (ENOSYS) a process's read gets where move_pages is missing."""
+    return ReadFailed("move_pages", f"move_pages({files.mm_pid})",
+                      OSError(errno.ENOSYS, str(exc)))
+
+
+def _move_pages_for(files: ProcessFiles, move_pages: MovePages | None) -> MovePages:
+    """Return ``move_pages``, or this machine's when None. Raises ReadFailed (ENOSYS)
+    when it has none: it surfaces as a read error; :func:`sampling_available` says why."""
+    try:
+        return move_pages or default_move_pages()
+    except MovePagesUnsupported as exc:
+        raise _no_move_pages(files, exc) from exc
+
+
 def read_sampled(
     files: ProcessFiles,
     status: PidStatus,
@@ -277,11 +292,7 @@ def read_sampled(
     ``host_migrated`` the host's migrated-pages counter now; None: a read on its own.
     Matches ``scan/process.py``'s ``SampledReader`` protocol.
     """
-    try:
-        mp = move_pages or default_move_pages()
-    except MovePagesUnsupported as exc:  # surfaces as a read error; sampling_available says why
-        raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
-                         OSError(errno.ENOSYS, str(exc))) from exc
+    mp = _move_pages_for(files, move_pages)
     size = page_size or os.sysconf("SC_PAGE_SIZE")
     maps = deadline.each(files.maps())
     if frames is None:
@@ -314,8 +325,7 @@ def read_sampled(
                                    host_migrated=host_migrated, max_queries=max_queries,
                                    rng=rng, deadline=deadline)
     except MovePagesUnsupported as exc:  # ENOSYS from the kernel
-        raise ReadFailed("move_pages", f"move_pages({files.mm_pid})",
-                         OSError(errno.ENOSYS, str(exc))) from exc
+        raise _no_move_pages(files, exc) from exc
     est = sampled_sparse.set_aside(est, unscanned, totals, size)
     return dataclasses.replace(est, parse_errors=frame.parse_errors,
                                largest_mapping=frame.largest_mapping, mappings=frame.mappings,

@@ -26,6 +26,7 @@ that form (or the release says so, :class:`SchedGate`), ``sched`` is not read ag
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -43,6 +44,15 @@ __all__ = ["SchedGate", "ThreadReading", "read_affinities", "read_threads"]
 
 _RUNNABLE = frozenset({b"R"})  # on a CPU or waiting for one
 CHECK_EVERY = 64  # threads read between two looks at the clock
+
+
+class _Vanished(enum.Enum):
+    """A thread that exited while it was read."""
+
+    THREAD = 0
+
+
+_VANISHED = _Vanished.THREAD
 
 
 @dataclass(slots=True)
@@ -85,78 +95,115 @@ def read_threads(
     gate = gate if gate is not None else SchedGate()
     done = done or {}
     with TaskDir(files) as td:
-        task = td.path
-        tids = td.tids()
+        one = _ThreadPass(files.pid, td, gate, parse_error)
         out: list[ThreadReading] = []
-        schedstat = True  # the kernel has the file (until a thread shows it has not)
-        sched = gate.read
-        vanished = False
-        for i, tid in enumerate(tids):
+        for i, tid in enumerate(td.tids()):
             kept = done.get(tid)
             if kept is not None:
                 out.append(kept)
                 continue
             if i % CHECK_EVERY == CHECK_EVERY - 1 and deadline.expired():
-                raise Expired(task, {t.tid: t for t in out})
-            name = str(tid)
-            prev = previous.get(tid)
-            run_ns = slices = None
-            if schedstat:
-                try:
-                    counters = parse_schedstat(
-                        td.read(name + "/schedstat", "schedstat"))
-                except ThreadMissing:
-                    if not td.exists(name):
-                        vanished = True
-                        continue
-                    schedstat = False  # CONFIG_SCHED_INFO off
-                    counters = None
-                else:
-                    if counters is None:
-                        parse_error("schedstat", f"{task}/{name}/schedstat")
-                    elif counters.run_ns:  # 0: not accounted (or never ran)
-                        run_ns, slices = counters.run_ns, counters.timeslices
-                        if (prev is not None and prev.run_ns == run_ns
-                                and prev.timeslices == slices and not prev.runnable):
-                            out.append(prev)  # not on a CPU since: nothing changed
-                            continue
-            try:
-                stat = parse_task_stat(td.read(name + "/stat", "task_stat"))
-            except ThreadMissing:
-                if tid == files.pid:  # the leader's entry stays while any thread lives
-                    raise Gone("task_stat", f"{task}/{name}/stat") from None
-                vanished = True
-                continue
-            if stat is None:
-                parse_error("task_stat", f"{task}/{name}/stat")
-                continue
-            migrated: int | None = None
-            faults: SchedFaults | None = None
-            if sched:
-                try:
-                    data = td.read(name + "/sched", "sched")
-                    migrated, bad = find_pages_migrated(data)
-                    if gate.faults or migrated is None:
-                        faults = find_numa_faults(data)
-                        if faults.numa_format == "legacy":
-                            gate.read = sched = False
-                            gate.refused = True
-                            migrated, bad = None, False
-                        bad = bad or faults.error_count > 0
-                        if not gate.faults:
-                            faults = None
-                    if bad:
-                        parse_error("sched", f"{task}/{name}/sched")
-                except ThreadMissing:
-                    if not td.exists(name):
-                        vanished = True
-                        continue
-                    sched = False  # CONFIG_SCHED_DEBUG off
-            out.append(ThreadReading(tid, stat.processor, stat.ticks, run_ns, migrated,
-                                     slices, stat.state in _RUNNABLE, faults))
-        if vanished and not td.exists(f"{files.pid}/stat"):
-            raise Gone("task", f"{task}/{files.pid}")
+                raise Expired(td.path, {t.tid: t for t in out})
+            reading = one.thread(tid, previous.get(tid))
+            if reading is not None:
+                out.append(reading)
+        if one.vanished and not td.exists(f"{files.pid}/stat"):
+            raise Gone("task", f"{td.path}/{files.pid}")
         return out
+
+
+class _ThreadPass:
+    """One pass over a process's threads: which per-thread files the kernel has (learnt
+    from the first thread that lacks one) and whether any thread vanished meanwhile."""
+
+    def __init__(self, pid: int, td: TaskDir, gate: SchedGate,
+                 parse_error: Callable[[str, str], None]) -> None:
+        self.pid = pid
+        self.td = td
+        self.task = td.path
+        self.gate = gate
+        self.parse_error = parse_error
+        self.schedstat = True  # the kernel has the file (until a thread shows it has not)
+        self.sched = gate.read
+        self.vanished = False
+
+    def thread(self, tid: int, prev: ThreadReading | None) -> ThreadReading | None:
+        """Return a reading of thread ``tid``: ``prev`` itself when the thread was not on a
+        CPU since, None when it vanished or its stat is malformed (reported). Raises Gone
+        when the leader's stat is missing (the process is gone)."""
+        name = str(tid)
+        counters = self._schedstat(name) if self.schedstat else None
+        if isinstance(counters, _Vanished):
+            return None
+        run_ns = slices = None
+        if isinstance(counters, tuple):
+            run_ns, slices = counters
+            if (prev is not None and prev.run_ns == run_ns
+                    and prev.timeslices == slices and not prev.runnable):
+                return prev  # not on a CPU since: nothing changed
+        try:
+            stat = parse_task_stat(self.td.read(name + "/stat", "task_stat"))
+        except ThreadMissing:
+            if tid == self.pid:  # the leader's entry stays while any thread lives
+                raise Gone("task_stat", f"{self.task}/{name}/stat") from None
+            self.vanished = True
+            return None
+        if stat is None:
+            self.parse_error("task_stat", f"{self.task}/{name}/stat")
+            return None
+        sched = self._sched(name) if self.sched else (None, None)
+        if isinstance(sched, _Vanished):
+            return None
+        migrated, faults = sched
+        return ThreadReading(tid, stat.processor, stat.ticks, run_ns, migrated,
+                             slices, stat.state in _RUNNABLE, faults)
+
+    def _schedstat(self, name: str) -> tuple[int, int] | _Vanished | None:
+        """Return the thread's (run ns, timeslices), None when they are not usable
+        (not accounted, malformed: reported, or no such file on this kernel: not read
+        again this pass), or ``_VANISHED``."""
+        try:
+            counters = parse_schedstat(self.td.read(name + "/schedstat", "schedstat"))
+        except ThreadMissing:
+            if not self.td.exists(name):
+                self.vanished = True
+                return _VANISHED
+            self.schedstat = False  # CONFIG_SCHED_INFO off
+            return None
+        if counters is None:
+            self.parse_error("schedstat", f"{self.task}/{name}/schedstat")
+            return None
+        if counters.run_ns:  # 0: not accounted (or never ran)
+            return counters.run_ns, counters.timeslices
+        return None
+
+    def _sched(self, name: str) -> tuple[int | None, SchedFaults | None] | _Vanished:
+        """Return the thread's pages migrated and fault block (either None when not
+        read or not parsed), or ``_VANISHED``. A legacy-form file closes the gate."""
+        gate = self.gate
+        migrated: int | None = None
+        faults: SchedFaults | None = None
+        try:
+            data = self.td.read(name + "/sched", "sched")
+        except ThreadMissing:
+            if not self.td.exists(name):
+                self.vanished = True
+                return _VANISHED
+            self.sched = False  # CONFIG_SCHED_DEBUG off
+            return None, None
+        migrated, bad = find_pages_migrated(data)
+        if gate.faults or migrated is None:
+            faults = find_numa_faults(data)
+            if faults.numa_format == "legacy":
+                gate.read = self.sched = False
+                gate.refused = True
+                migrated, bad = None, False
+            bad = bad or faults.error_count > 0
+            if not gate.faults:
+                faults = None
+        if bad:
+            self.parse_error("sched", f"{self.task}/{name}/sched")
+        return migrated, faults
 
 
 def read_affinities(files: ProcessFiles, tids: Iterable[int], syscall: bool,
