@@ -43,6 +43,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+#: Logged once at start when --placement.sample-above is given (its threshold is gone).
+SAMPLE_ABOVE_DEPRECATED = ("--placement.sample-above is deprecated and ignored, except that 0 "
+                           "still turns sampling off")
+
 def _regex(text: str) -> Pattern:
     try:
         return compile_pattern(text)
@@ -213,11 +217,10 @@ def _add_placement_flags(a: Callable[..., object]) -> None:
            "placement sampled with move_pages instead; below it the reader that measured "
            "cheaper is used; 0 = no bound (default 5ms)")
     a("--placement.sample-above", dest="sample_above", metavar="DURATION", type=_duration,
-      default=0.005,
-      help="deprecated meaning: the choice is now by --placement.hold-budget and the "
-           "measured cost of both readers; this is the CPU time of a full read above which "
-           "the sampled reader is tried once to measure it; 0 = never sample, always read "
-           "in full (default 5ms)")
+      default=None,
+      help="deprecated, logs a warning: the reader is chosen by --placement.hold-budget and "
+           "the measured cost of both; only 0 still has an effect: never sample, read every "
+           "process in full")
     a("--placement.full-interval", dest="full_interval", metavar="DURATION", type=_duration,
       default=0.0,
       help="also read sampled processes in full this often, for exact numbers; 0 = never "
@@ -381,7 +384,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         warmup_age=ns.warmup_age,
         warmup_scans=max(ns.warmup_scans, 1),
         warmup_rss_tolerance=ns.rss_tolerance,
-        sample_above=ns.sample_above,
+        sampling=ns.sample_above != 0,  # None: not given
         hold_budget=ns.hold_budget,
         full_interval=ns.full_interval,
         policy_interval=ns.policy_interval,
@@ -460,6 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         warning = config.roots.missing_nodes()
         if warning:
             log.warning(warning)
+        if ns.sample_above is not None:
+            log.warning(SAMPLE_ABOVE_DEPRECATED, sampling=config.sampling)
         return run_daemon(config, web, sink)
     finally:
         with contextlib.suppress(Exception):

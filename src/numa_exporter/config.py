@@ -57,7 +57,7 @@ class Config:
     warmup_age: float = 300.0
     warmup_scans: int = 4
     warmup_rss_tolerance: float = 0.05
-    sample_above: float = 0.005  # full-read CPU above which sampling is tried (0: never sample)
+    sampling: bool = True  # False: never sample, read every process in full
     hold_budget: float = 0.005  # longest mmap-lock hold a full read may cause, else sample
     full_interval: float = 0.0  # exact full reads of sampled processes this often (0: never)
     policy_interval: float = 300.0  # full reads of sampled processes for policies (0: never)

@@ -96,7 +96,7 @@ Note = tuple[str, str, dict[str, object]]
 def sampled_reader(config: Config) -> tuple[SampledReader | None, Note | None]:
     """Return the sampled placement reader (None where the operator turned it off or
     move_pages cannot name the processes of the procfs root) and what to log about it."""
-    if config.sample_above <= 0:
+    if not config.sampling:
         return None, None
     from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
 

@@ -42,7 +42,7 @@ class Clocks:
 def _scanner(clocks: Clocks, root: Path = ROOT, **kw: object) -> Scanner:
     cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0,  # type: ignore[arg-type]
                  scan_interval=INTERVAL, scan_budget=100.0, include=re.compile("^split"),
-                 sample_above=0.0, **kw)
+                 sampling=False, **kw)
     return Scanner(cfg, clock=lambda: clocks.mono, wall=lambda: clocks.wall)
 
 

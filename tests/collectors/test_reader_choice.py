@@ -102,8 +102,8 @@ def test_one_big_mapping_stays_sampled_with_a_bounded_query_count(big_root: Path
     assert all(q is not None and 256 <= q <= 0.032 / 0.1875e-6 for q in sampled.max_queries)
 
 
-def test_sample_above_zero_still_turns_sampling_off(big_root: Path) -> None:
+def test_sampling_off_reads_in_full(big_root: Path) -> None:
     sampled = FakeSampled(largest=4 * GiB)
-    scanner = _scanner(big_root, sampled, sample_above=0.0)
+    scanner = _scanner(big_root, sampled, sampling=False)
     assert _methods(scanner, 2) == ["full", "full"]
     assert sampled.calls == 0

@@ -137,7 +137,7 @@ def test_real_zombie_leader_is_scanned_and_inspected(zombie_leader: int) -> None
     status = Path(f"/proc/{pid}/status").read_bytes()
     assert b"VmRSS" not in status and Path(f"/proc/{pid}/numa_maps").read_bytes() == b""
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 << 20,
-                 sample_above=0.0)
+                 sampling=False)
     sample, _ = Scanner(cfg).sample_one(pid)
     assert sample is not None, "read as a kernel thread"
     assert sample.comm == "zombie-leader"

@@ -81,3 +81,5 @@ def test_threshold_zero_reads_everything_in_full(start_daemon, big_child) -> Non
     text = _scrape_for(d, pid, "numa_process_placement_info")
     assert values(text, "numa_process_placement_info", pid=str(pid), method="full")
     assert not values(text, "numa_process_placement_sampled_pages", pid=str(pid))
+    d.wait_scans(2)  # the flag is deprecated: said once at start, not every scan
+    assert d.log_path.read_text().count("--placement.sample-above is deprecated") == 1

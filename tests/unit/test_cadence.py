@@ -16,7 +16,7 @@ from numa_exporter.model.cadence import (
 )
 
 GiB = 1 << 30
-POLICY = CadencePolicy(sample_above=0.005, full_interval=0.0, process_budget=0.5, interval=10.0)
+POLICY = CadencePolicy(full_interval=0.0, process_budget=0.5, interval=10.0)
 
 
 def _plan(**kw: object):  # type: ignore[no-untyped-def]
@@ -42,7 +42,7 @@ def test_big_processes_are_sampled_when_sampling_works() -> None:
 
 
 def test_operator_asked_for_exact_reads_on_a_slow_cadence() -> None:
-    pol = CadencePolicy(sample_above=0.005, full_interval=3600.0, process_budget=0.5,
+    pol = CadencePolicy(full_interval=3600.0, process_budget=0.5,
                         interval=10.0)
     assert _plan(policy=pol, resident_bytes=4 * GiB, last_full=0.0).method == "full"
     assert _plan(policy=pol, resident_bytes=4 * GiB, last_full=990.0).method == "sampled"
@@ -65,7 +65,7 @@ def test_without_sampling_a_costly_process_is_read_less_often() -> None:
 # --- the reader chosen by the mmap-lock hold and the measured cost (issue 14) ------------
 
 MiB = 1 << 20
-ROOMY = CadencePolicy(sample_above=0.005, full_interval=0.0, process_budget=0.5,
+ROOMY = CadencePolicy(full_interval=0.0, process_budget=0.5,
                       interval=10.0, hold_budget=0.005)
 
 
@@ -105,7 +105,7 @@ def test_below_the_hold_budget_the_cheaper_reader_is_kept() -> None:
     assert (dear.method, dear.reason) == ("full", "cheaper")
 
 
-def test_the_sampled_reader_is_tried_once_when_a_full_read_costs_above_sample_above() -> None:
+def test_the_sampled_reader_is_tried_once_when_a_full_read_costs_over_5ms() -> None:
     costs = ReadCosts(full_cpu=0.058, full_resident=4 * GiB, hold=0.002, mappings=64)
     p = _plan(policy=ROOMY, resident_bytes=4 * GiB, costs=costs)
     assert (p.method, p.reason) == ("sampled", "probe")
@@ -140,13 +140,11 @@ def test_unknown_processes_count_all_resident_bytes_as_one_mapping_until_maps_sa
     assert after.hold_seconds == estimate_full_seconds(64 * MiB, None)
 
 
-def test_hold_budget_zero_leaves_the_choice_to_cost_and_sample_above_zero_never_samples(
-) -> None:
+def test_hold_budget_zero_leaves_the_choice_to_cost_and_sampling_off_never_samples() -> None:
     costs = ReadCosts(full_cpu=0.030, full_resident=4 * GiB, hold=0.029, mappings=8)
     off = replace(ROOMY, hold_budget=0.0)
     assert _plan(policy=off, resident_bytes=4 * GiB, costs=costs).reason == "probe"
-    never = replace(ROOMY, sample_above=0.0)
-    assert _plan(policy=never, resident_bytes=400 * GiB).method == "full"
+    assert _plan(policy=ROOMY, resident_bytes=400 * GiB, sampling=False).method == "full"
 
 
 def test_query_budget_follows_the_full_read_cost_not_the_virtual_size() -> None:

@@ -23,7 +23,7 @@ from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 GiB = 1 << 30
 MiB = 1 << 20
 PAGE = 4096
-POLICY = CadencePolicy(sample_above=0.005, full_interval=0.0, process_budget=0.5,
+POLICY = CadencePolicy(full_interval=0.0, process_budget=0.5,
                        interval=1.0, hold_budget=0.005)
 RATE_4K = 8.0e-3 / GiB  # the planner's default walk rate of 4 KiB pages, written out
 

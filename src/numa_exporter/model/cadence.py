@@ -14,7 +14,7 @@ step of the walk), or the largest mapping ``maps`` showed times the measured cos
 or, knowing nothing yet, all resident bytes as one mapping) and samples only when it exceeds
 ``hold_budget``. Below it, the reader that measured cheaper in
 CPU time is kept (the sampled reader is tried once when a full read measured above
-``sample_above``, where its estimated cost is below the full read's); a measurement is
+:data:`PROBE_ABOVE`, where its estimated cost is below the full read's); a measurement is
 redone once the resident size has moved by half or more.
 Where sampling is unavailable, a process whose full read costs more than ``process_budget``
 is read every k-th scan so that its average cost per scan stays within the budget.
@@ -35,6 +35,9 @@ from numa_exporter.model.page_sizes import PageShape, walk_hold
 # A full numa_maps read of 4 KiB pages measured 7.9 ms per GiB on a 2-core x86_64 host;
 # rounded up so an unmeasured process is never under-estimated by much.
 DEFAULT_SECONDS_PER_BYTE = 8.0e-3 / (1 << 30)
+#: A full read that measured more CPU time than this has the sampled reader tried once, where
+#: its estimated cost is lower (the default of the deprecated --placement.sample-above).
+PROBE_ABOVE = 0.005
 MAX_SKIP_SCANS = 64  # even the largest process is read exactly at least this often
 #: A reader's measured cost stands while the resident size stays within this factor of the
 #: size it was measured at; past it, the measurement is stale and is redone.
@@ -81,7 +84,6 @@ Reason = Literal["hold", "cost", "probe", "cheaper", "interval", "only", "policy
 class CadencePolicy:
     """The operator's cost settings (durations in seconds; 0 turns a setting off)."""
 
-    sample_above: float = 0.005  # full-read CPU above which sampling is tried (0: never sample)
     full_interval: float = 0.0  # also read sampled processes in full this often (0: never)
     process_budget: float = 0.5  # average full-read cost one process may take per scan
     interval: float = 15.0  # the scan interval
@@ -280,7 +282,6 @@ def _plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
     if costs.full_cpu is not None:  # measured CPU, scaled to the current size
         est = costs.full_cpu * max(resident_bytes, 1) / max(costs.full_resident, 1)
     hold = estimate_hold(costs, resident_bytes, seconds_per_byte)
-    sampling = sampling and policy.sample_above > 0
     if sampling:
         if policy.hold_budget > 0 and hold > policy.hold_budget:
             probed = page_hold(costs, resident_bytes, seconds_per_byte)
@@ -301,7 +302,7 @@ def _plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
             if costs.sampled_cpu < est:
                 return _sampled(est, now, hold, "cost", costs)
             return Plan("full", True, est, now, hold, "cheaper")
-        if full_known and est > policy.sample_above and estimate_sampled_seconds(costs) < est:
+        if full_known and est > PROBE_ABOVE and estimate_sampled_seconds(costs) < est:
             return _sampled(est, now, hold, "probe", costs)
         return Plan("full", True, est, now, hold, "cheaper")
     if now + policy.interval / 2 < next_due:  # scans drift by a little: due within half

@@ -244,7 +244,7 @@ class Scanner:
     # --- the scan ----------------------------------------------------------------------
     def _cadence(self) -> CadencePolicy:
         cfg = self.config
-        return CadencePolicy(sample_above=cfg.sample_above, full_interval=cfg.full_interval,
+        return CadencePolicy(full_interval=cfg.full_interval,
                              process_budget=cfg.process_budget, interval=cfg.scan_interval,
                              hold_budget=cfg.hold_budget,
                              policy_hold_budget=cfg.policy_hold_budget)
@@ -272,7 +272,7 @@ class Scanner:
               deadline: Deadline) -> Plan:
         """Return this scan's plan for ``cand``: made again after a page-size probe when
         the planned hold is over budget (huge pages walk faster)."""
-        sampling = self.reader.sampled is not None
+        sampling = self.reader.sampled is not None and self.config.sampling
         prev = self.table.peek(cand.key)
         costs = prev.costs if prev is not None else ReadCosts()
         due = policies_due(prev.policies if prev is not None else None, now.mono,
