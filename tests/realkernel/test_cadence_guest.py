@@ -3,7 +3,8 @@
 The 4-node guest (TCG: a page walk is ~10x slower than on hardware) runs five workloads of
 100-200 MiB, each bound to a node, under the exporter at its default flags (plus
 ``--process.detail-above=0``, so that the per-node bytes of these small workloads are
-served) with a 2 s interval (cadence_inguest.py). Issue 14 found every process sampled there, scans of 5-19 s,
+served) with a 2 s interval (cadence_inguest.py). Issue 14 found every process sampled
+there, scans of 5-19 s,
 four of five processes deferred per scan and the served bytes 30-90 s behind the kernel: a
 ``migratepages`` move from node 2 to node 3 was still reported on node 2. Here every scan
 after the first two must read all five, and once one interval (plus the longest scan) has
