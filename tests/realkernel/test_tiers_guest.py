@@ -239,7 +239,8 @@ def test_tiers_hinting_faults_follow_the_kernel(tiers_run: TierRun) -> None:
         got = {int(lab["node"]): v for lab, v in e.select("numa_process_hint_faults", pid=pid)}
         kernel = tiers_run.kernel_faults(f"k{i}")
         if any(kernel.values()):
-            assert got == {n: float(v) for n, v in kernel.items()}, (i, got, kernel)
+            # nodes with no fault are left out (series budget: zero per-node faults dropped)
+            assert got == {n: float(v) for n, v in kernel.items() if v}, (i, got, kernel)
         else:
             assert got == {}, (i, got)  # absent, not 0, before the first fault
         seen_faults = seen_faults or any(got.values())
