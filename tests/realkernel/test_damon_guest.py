@@ -64,10 +64,13 @@ mkdir -p $O
 exec 2>$O/job.err
 echo 0 > /proc/sys/kernel/numa_balancing
 A=/sys/kernel/mm/damon/admin/kdamonds
+# snap: a DAMON sysfs read answers EBUSY while another writer holds the sysfs lock (the
+# exporter's update_schemes_tried_regions waits an aggregation interval under it): retry
 snap() {{ for f in nr_kdamonds 0/state 0/pid 0/contexts/nr_contexts 0/contexts/0/operations \\
   0/contexts/0/targets/nr_targets 0/contexts/0/targets/0/pid_target \\
   0/contexts/0/schemes/nr_schemes 0/contexts/0/monitoring_attrs/intervals/sample_us; do
-  echo "$f $(cat $A/$f)"; done; }}
+  v=; for t in $(seq 1 50); do v=$(cat $A/$f 2>/dev/null) && [ -n "$v" ] && break; sleep 0.1; done
+  echo "$f $v"; done; }}
 # poll NAME FILE-PREFIX REGEX: scrape each second until a line matches (at most 120 s)
 poll() {{ for i in $(seq 1 120); do {fetch} > $O/$1.prom 2>/dev/null && \\
   grep -qE "$2" $O/$1.prom && return 0; sleep 1; done; return 1; }}

@@ -264,3 +264,40 @@ def test_worker_not_root_stands_aside(tmp_path: Path) -> None:
     m._run()
     assert m.status().state == "not_root" and m.status().unavailable == {"not_root": 1}
     assert _snapshot(tmp_path / "sys") == before
+
+
+def _busy_reads(monkeypatch: pytest.MonkeyPatch, name: str, times: int) -> list[int]:
+    """Make the next ``times`` reads of attributes called ``name`` answer EBUSY, as the
+    kernel does while another writer holds the DAMON sysfs lock; return the count left."""
+    left = [times]
+    real = damon_mod.read_small
+
+    def read(path: Path | str, source: str) -> bytes:
+        if str(path).endswith("/" + name) and left[0] > 0:
+            left[0] -= 1
+            err = OSError(errno.EBUSY, "Device or resource busy")
+            raise damon_mod.SourceError(source, str(path), err) from err
+        return real(path, source)
+
+    monkeypatch.setattr(damon_mod, "read_small", read)
+    return left
+
+
+def test_a_busy_read_is_retried_and_the_own_kdamond_still_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the real-kernel guest's reader saw "state" answer EBUSY while the exporter waited in
+    # update_schemes_tried_regions; a reader of the exporter's own meets the same from others
+    admin, d = _owned_and_running(tmp_path)
+    (admin / "kdamonds" / "0" / "state").write_text("on\n")
+    left = _busy_reads(monkeypatch, "state", 3)
+    assert d.state(0) == "on"
+    assert left[0] == 0
+
+
+def test_a_read_busy_past_its_bound_is_busy(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _, d = _owned_and_running(tmp_path)
+    _busy_reads(monkeypatch, "state", 10_000)
+    with pytest.raises(DamonUnavailable) as got:
+        d.state(0)
+    assert got.value.reason == "busy"

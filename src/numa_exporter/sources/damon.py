@@ -33,6 +33,8 @@ from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.files import read_small
 
 STATE_FILE = "damon.json"
+READ_BUSY_WAIT_S = 1.0  # an attribute read answering EBUSY is retried this long
+READ_BUSY_STEP_S = 0.05
 MAX_REGIONS_READ = 10_000  # tried_regions entries read per slot (max_regions bounds it)
 U64_MAX = (1 << 64) - 1
 U32_MAX = (1 << 32) - 1
@@ -101,12 +103,22 @@ class DamonSysfs:
 
     # --- raw file access ------------------------------------------------------------------
     def _read(self, path: Path) -> str:
-        try:
-            return read_small(path, "damon").decode("ascii", "replace").strip()
-        except SourceError as err:
-            cause = err.__cause__
-            raise _classify(path, cause if isinstance(cause, OSError)
-                            else OSError(err.errno or errno.EIO, str(err))) from err
+        """Return the stripped text of one DAMON attribute. A read answers EBUSY while
+        another writer holds the DAMON sysfs lock (an ``update_schemes_tried_regions`` of
+        someone else's waits up to an aggregation interval under it): retried for at most
+        READ_BUSY_WAIT_S, then raised as ``busy``."""
+        waited = 0.0
+        while True:
+            try:
+                return read_small(path, "damon").decode("ascii", "replace").strip()
+            except SourceError as err:
+                cause = err.__cause__
+                exc = _classify(path, cause if isinstance(cause, OSError)
+                                else OSError(err.errno or errno.EIO, str(err)))
+                if exc.reason != "busy" or waited >= READ_BUSY_WAIT_S:
+                    raise exc from err
+            self.sleep(READ_BUSY_STEP_S)
+            waited += READ_BUSY_STEP_S
 
     def _write(self, path: Path, value: str) -> None:
         try:
