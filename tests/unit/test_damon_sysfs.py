@@ -14,6 +14,7 @@ import pytest
 
 from numa_exporter.sources import damon as damon_mod
 from numa_exporter.sources.damon import DamonSettings, DamonSysfs, DamonUnavailable, Region
+from numa_exporter.sources.errors import SourceError
 
 BOOT = "0b5c1a2e-1111-4222-8333-944455556666"
 CTX_FILES = {
@@ -276,7 +277,7 @@ def _busy_reads(monkeypatch: pytest.MonkeyPatch, name: str, times: int) -> list[
         if str(path).endswith("/" + name) and left[0] > 0:
             left[0] -= 1
             err = OSError(errno.EBUSY, "Device or resource busy")
-            raise damon_mod.SourceError(source, str(path), err) from err
+            raise SourceError(source, str(path), err) from err
         return real(path, source)
 
     monkeypatch.setattr(damon_mod, "read_small", read)
