@@ -147,7 +147,7 @@ def test_a_long_text_in_pieces_gives_the_reference_frame(monkeypatch: pytest.Mon
 
 
 @needs_compiled
-def test_draws_are_those_of_random_random() -> None:
+def test_draws_are_those_of_the_reference() -> None:
     s = make_stratum(Kind.ANON, [(0x10000, 0x30000), (0x7F0000000000, 0x7F0040000000),
                                  (0x7FFF00000000, 0x7FFF00001000)], PAGE)
     fast = sampled_compiled.CompiledSampler(MovePages(pause_s=0), 1)
@@ -159,9 +159,17 @@ def test_draws_are_those_of_random_random() -> None:
     small = make_stratum(Kind.FILE, [(0x10000, 0x30000), (0x7F0000000000, 0x7F0000004000)],
                          PAGE)
     assert list(fast.every_page(small)) == list(small.all_addresses())
-    # A generator of another kind is drawn in Python: still the same addresses.
+    # Any generator: the random numbers are its own random() calls (no copy of CPython's
+    # Mersenne Twister in the extension, no reach into random.Random's internal state).
     sysrng = random.SystemRandom()
     assert len(fast.draw(s, 10, sysrng)) == 10
+
+    class Fixed(random.Random):
+        def random(self) -> float:
+            return 0.5
+
+    got = list(fast.draw(s, 3, Fixed()))
+    assert got == draw_addresses(s, 3, Fixed()) and len(set(got)) == 1
 
 
 @needs_compiled
@@ -169,12 +177,19 @@ def test_bad_arguments_are_refused_not_trusted() -> None:
     fast = sampled_compiled._sampled_fast
     assert fast is not None
     starts, cum = array("Q", [0x1000]), array("Q", [0, 4])
+    half = array("d", [0.5] * 4)
+    with pytest.raises((ValueError, TypeError)):
+        fast.draw((1, 2, 3), starts, cum, PAGE)  # not an array of doubles
     with pytest.raises(ValueError):
-        fast.draw((1, 2, 3), starts, cum, PAGE, 4)  # not a generator state
+        fast.draw(array("f", [0.5]), starts, cum, PAGE)  # floats, not doubles
     with pytest.raises(ValueError):
-        fast.draw(random.Random(1).getstate()[1], starts, array("Q", [0]), PAGE, 4)
+        fast.draw(array("d", [1.0]), starts, cum, PAGE)  # outside [0, 1)
     with pytest.raises(ValueError):
-        fast.draw(random.Random(1).getstate()[1], starts, array("Q", [0, 0]), PAGE, 4)
+        fast.draw(array("d", [float("nan")]), starts, cum, PAGE)
+    with pytest.raises(ValueError):
+        fast.draw(half, starts, array("Q", [0]), PAGE)
+    with pytest.raises(ValueError):
+        fast.draw(half, starts, array("Q", [0, 0]), PAGE)
     with pytest.raises(ValueError):
         fast.pages(starts, array("Q", [0, 1 << 40]), PAGE)  # far too many pages to list
     with pytest.raises(ValueError):

@@ -17,10 +17,9 @@
  *     starts: page-aligned range starts, cumulative: pages before each range then the total,
  *     counted from bases[kind] (a text read in pieces continues the counts of the piece
  *     before), both packed native uint64 (array('Q') bytes).
- *   draw(state, starts, cumulative, page_size, n) -> (state, addresses)
- *     n page addresses drawn uniformly over the stratum with the Mersenne Twister of
- *     random.Random (state: the 625 words of getstate()[1]), exactly as
- *     sorted(address(int(rng.random() * pages)) for _ in range(n)); sorted, packed uint64.
+ *   draw(fractions, starts, cumulative, page_size) -> addresses
+ *     the page addresses that fractions (array('d') of the caller's rng.random() draws)
+ *     pick, exactly as sorted(address(int(u * pages)) for u in fractions); packed uint64.
  *   pages(starts, cumulative, page_size) -> addresses   every page of a stratum, in order.
  *   query(nr, pid, addresses, lo, hi, max_node) -> (errno, queried, resident, other, nodes)
  *     One move_pages(2) system call in query mode (nodes NULL: nothing moves) for
@@ -44,8 +43,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define MT_N 624
-#define MT_M 397
 #define MAX_DRAW (1 << 22)
 #define MAX_PAGES_OUT (1 << 22)
 #define MAX_QUERY 256
@@ -478,102 +475,40 @@ static Py_ssize_t range_of(const strat_t *s, uint64_t idx) {
     return lo - 1;
 }
 
-/* ---- CPython's Mersenne Twister (Modules/_randommodule.c) ---- */
-
-typedef struct {
-    uint32_t mt[MT_N];
-    int index;
-} mt_t;
-
-static uint32_t genrand(mt_t *r) {
-    static const uint32_t mag01[2] = {0x0U, 0x9908b0dfU};
-    uint32_t y, *mt = r->mt;
-    if (r->index >= MT_N) {
-        int kk;
-        for (kk = 0; kk < MT_N - MT_M; kk++) {
-            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
-            mt[kk] = mt[kk + MT_M] ^ (y >> 1) ^ mag01[y & 0x1U];
-        }
-        for (; kk < MT_N - 1; kk++) {
-            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7fffffffU);
-            mt[kk] = mt[kk + (MT_M - MT_N)] ^ (y >> 1) ^ mag01[y & 0x1U];
-        }
-        y = (mt[MT_N - 1] & 0x80000000U) | (mt[0] & 0x7fffffffU);
-        mt[MT_N - 1] = mt[MT_M - 1] ^ (y >> 1) ^ mag01[y & 0x1U];
-        r->index = 0;
-    }
-    y = mt[r->index++];
-    y ^= (y >> 11);
-    y ^= (y << 7) & 0x9d2c5680U;
-    y ^= (y << 15) & 0xefc60000U;
-    y ^= (y >> 18);
-    return y;
-}
-
-static double random_double(mt_t *r) {
-    uint32_t a = genrand(r) >> 5, b = genrand(r) >> 6;
-    return ((double)a * 67108864.0 + (double)b) * (1.0 / 9007199254740992.0);
-}
-
-static int mt_from(mt_t *r, PyObject *state) {
-    if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != MT_N + 1) {
-        PyErr_SetString(PyExc_ValueError, "state must be random.Random's 625 words");
-        return -1;
-    }
-    for (int i = 0; i < MT_N; i++) {
-        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, i));
-        if (v == (unsigned long)-1 && PyErr_Occurred())
-            return -1;
-        r->mt[i] = (uint32_t)v;
-    }
-    long idx = PyLong_AsLong(PyTuple_GET_ITEM(state, MT_N));
-    if (idx == -1 && PyErr_Occurred())
-        return -1;
-    if (idx < 0 || idx > MT_N) {
-        PyErr_SetString(PyExc_ValueError, "state index out of range");
-        return -1;
-    }
-    r->index = (int)idx;
-    return 0;
-}
-
-static PyObject *mt_to(const mt_t *r) {
-    PyObject *t = PyTuple_New(MT_N + 1);
-    if (t == NULL)
-        return NULL;
-    for (int i = 0; i <= MT_N; i++) {
-        PyObject *v = i < MT_N ? PyLong_FromUnsignedLong(r->mt[i]) : PyLong_FromLong(r->index);
-        if (v == NULL) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, i, v);
-    }
-    return t;
-}
-
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
 }
 
+/* draw(fractions, starts, cumulative, page_size): the addresses of the pages the
+ * fractions (Python's random() draws, each in [0, 1)) pick over the stratum's pages,
+ * sorted. The random numbers come from the caller's generator, so this module owns no
+ * generator and copies none. */
 static PyObject *draw(PyObject *self, PyObject *args) {
-    PyObject *state, *starts, *cum;
+    PyObject *fractions, *starts, *cum;
     unsigned long long page;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOOKn", &state, &starts, &cum, &page, &n))
+    if (!PyArg_ParseTuple(args, "OOOK", &fractions, &starts, &cum, &page))
         return NULL;
-    if (n < 0 || n > MAX_DRAW) {
-        PyErr_SetString(PyExc_ValueError, "n out of range");
+    Py_buffer fb;
+    if (PyObject_GetBuffer(fractions, &fb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    PyObject *out = NULL;
+    if (fb.itemsize != sizeof(double) || fb.format == NULL || strcmp(fb.format, "d") != 0) {
+        PyErr_SetString(PyExc_ValueError, "fractions must be an array('d')");
+        PyBuffer_Release(&fb);
         return NULL;
     }
-    mt_t r;
-    if (mt_from(&r, state) < 0)
+    Py_ssize_t n = fb.len / (Py_ssize_t)sizeof(double);
+    if (n > MAX_DRAW) {
+        PyErr_SetString(PyExc_ValueError, "n out of range");
+        PyBuffer_Release(&fb);
         return NULL;
+    }
     strat_t s;
-    if (strat_open(&s, starts, cum) < 0)
+    if (strat_open(&s, starts, cum) < 0) {
+        PyBuffer_Release(&fb);
         return NULL;
-    PyObject *out = NULL, *st = NULL;
+    }
     uint64_t total = s.cum[s.nr];
     if (total == 0 || total > (1ULL << 53)) {
         PyErr_SetString(PyExc_ValueError, "a stratum needs 1 to 2**53 pages");
@@ -583,24 +518,25 @@ static PyObject *draw(PyObject *self, PyObject *args) {
     if (out == NULL)
         goto done;
     uint64_t *a = (uint64_t *)PyBytes_AS_STRING(out);
+    const double *f = (const double *)fb.buf;
     double pages = (double)total;
     for (Py_ssize_t i = 0; i < n; i++) {
-        volatile double x = random_double(&r) * pages; /* one rounding, as in Python */
+        double u = f[i];
+        if (!(u >= 0.0 && u < 1.0)) {
+            PyErr_SetString(PyExc_ValueError, "a fraction is outside [0, 1)");
+            Py_CLEAR(out);
+            goto done;
+        }
+        volatile double x = u * pages; /* one rounding, as in Python */
         uint64_t idx = (uint64_t)x;
         Py_ssize_t k = range_of(&s, idx);
         a[i] = s.starts[k] + (idx - s.cum[k]) * page;
     }
     qsort(a, (size_t)n, sizeof(uint64_t), cmp_u64);
-    st = mt_to(&r);
-    if (st == NULL)
-        Py_CLEAR(out);
 done:
     strat_close(&s);
-    if (out == NULL) {
-        Py_XDECREF(st);
-        return NULL;
-    }
-    return Py_BuildValue("(NN)", st, out);
+    PyBuffer_Release(&fb);
+    return out;
 }
 
 static PyObject *pages(PyObject *self, PyObject *args) {

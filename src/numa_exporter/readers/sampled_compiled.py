@@ -1,7 +1,7 @@
 """The compiled inner loops of the sampled reader, where the package was built with them.
 
 ``_sampled_fast`` (a C extension, optional like the numa_maps scanner) parses ``maps`` into
-strata, draws page addresses with ``random.Random``'s own generator and makes the
+strata, turns the caller's random draws into sorted page addresses and makes the
 ``move_pages`` calls and their tally, one call per batch. The pure-Python path
 (``parsers/pid_maps.py``, ``model/sampling.py``, ``sources/move_pages.py``) is the reference:
 for the same maps text, random state and page statuses both give the same frame and the same
@@ -17,7 +17,7 @@ import random
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 
-from numa_exporter.model.sampling import Stratum, Tally, draw_addresses, sampleable
+from numa_exporter.model.sampling import Stratum, Tally, sampleable
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import MAX_ENTRIES, mapping_kind, parse_maps_line
@@ -145,9 +145,10 @@ def _feed_pieces(text: bytes, feed: Callable[[memoryview], None]) -> bytes:
 
 
 class CompiledSampler:
-    """The compiled :class:`model.sampling.PageSampler` of one process: draws with the
-    extension's copy of ``random.Random``'s generator (other generators are drawn in Python,
-    same result), queries and tallies one batch per call, paced like ``MovePages.query``."""
+    """The compiled :class:`model.sampling.PageSampler` of one process: the random numbers
+    are drawn in Python from the caller's generator (``random()``, as the reference draws
+    them) and turned into sorted addresses in C; queries and tallies one batch per call,
+    paced like ``MovePages.query``."""
 
     def __init__(self, move_pages: MovePages, pid: int) -> None:
         if move_pages.number is None:
@@ -165,14 +166,12 @@ class CompiledSampler:
                                      stratum.page_size))
 
     def draw(self, stratum: Stratum, n: int, rng: random.Random) -> Sequence[int]:
-        """Return ``n`` sorted addresses, as ``model.sampling.draw_addresses`` draws them."""
-        if type(rng).random is not random.Random.random:
-            return array("Q", draw_addresses(stratum, n, rng))
-        version, internal, gauss = rng.getstate()
-        state, raw = self._fast.draw(internal, _buf(stratum.starts),
-                                     _buf(stratum.cumulative), stratum.page_size, n)
-        rng.setstate((version, state, gauss))
-        return _u64(raw)
+        """Return ``n`` sorted addresses, as ``model.sampling.draw_addresses`` draws them
+        (the same ``rng.random()`` calls, in the same order)."""
+        rand = rng.random
+        fractions = array("d", [rand() for _ in range(n)])
+        return _u64(self._fast.draw(fractions, _buf(stratum.starts),
+                                    _buf(stratum.cumulative), stratum.page_size))
 
     def tally(self, addresses: Sequence[int], lo: int, hi: int, into: Tally) -> None:
         """Query ``addresses[lo:hi]`` with one move_pages call and count the statuses."""
