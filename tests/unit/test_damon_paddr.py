@@ -254,3 +254,9 @@ def test_worker_paddr_without_memory_blocks_is_absent(tmp_path: Path) -> None:
         m.round()
     assert got.value.reason == "absent"
     assert (admin / "kdamonds/0/state").read_text() == "off\n"  # never written
+
+
+def test_node_ranges_of_the_captured_6_12_guest() -> None:
+    # tests/fixtures/memory_blocks: what the 2-node 6.12 guest shows (README there)
+    root = Path(__file__).resolve().parents[1] / "fixtures/memory_blocks/6.12-2node/sys"
+    assert read_node_ranges(root) == [NodeRange(0, 0, 1 << 30), NodeRange(1, 1 << 30, 2 << 30)]
