@@ -260,3 +260,19 @@ def test_node_ranges_of_the_captured_6_12_guest() -> None:
     # tests/fixtures/memory_blocks: what the 2-node 6.12 guest shows (README there)
     root = Path(__file__).resolve().parents[1] / "fixtures/memory_blocks/6.12-2node/sys"
     assert read_node_ranges(root) == [NodeRange(0, 0, 1 << 30), NodeRange(1, 1 << 30, 2 << 30)]
+
+
+def test_mode_flag_reaches_the_driver_settings(tmp_path: Path) -> None:
+    from numa_exporter.cli import build_parser, config_from_args
+    from numa_exporter.daemon import hot_memory_monitor
+
+    p = build_parser()
+    ns = p.parse_args(["--collector.damon", "--collector.damon.mode=paddr",
+                       f"--path.sysfs={tmp_path}", f"--collector.damon.run-dir={tmp_path}"])
+    cfg, _ = config_from_args(ns, p)
+    assert cfg.damon_mode == "paddr"
+    monitor, _ = hot_memory_monitor(cfg)
+    assert monitor is not None and monitor.driver.settings.mode == "paddr"
+    assert build_parser().parse_args([]).damon_mode == "auto"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--collector.damon.mode=fvaddr"])
