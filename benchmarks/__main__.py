@@ -1,12 +1,22 @@
-"""``python -m benchmarks [daemon|interference|sampled|guest|kubelet-churn|policy] ...``: see
-benchmarks/README.md."""
+"""``python -m benchmarks [daemon|interference|sampled|guest|damon-guest|kubelet-churn|policy]``:
+see benchmarks/README.md."""
 
 import sys
 
-from benchmarks import daemon, guest, interference, kubelet_churn, policy_read, run, sampled
+from benchmarks import (
+    daemon,
+    damon_guest,
+    guest,
+    interference,
+    kubelet_churn,
+    policy_read,
+    run,
+    sampled,
+)
 
 COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main,
-            "guest": guest.main, "kubelet-churn": kubelet_churn.main,
+            "guest": guest.main, "damon-guest": damon_guest.main,
+            "kubelet-churn": kubelet_churn.main,
             "policy": policy_read.main}
 
 if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:

@@ -20,7 +20,8 @@ MAX_NUMNODES = 1024
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 SEED_DIRS = (FIXTURES / "realkernel", FIXTURES / "roots", FIXTURES / "cgroup",
              FIXTURES / "kubelet", FIXTURES / "sched", FIXTURES / "page_sizes",
-             FIXTURES / "mempolicy", FIXTURES / "realkernel-6.12")
+             FIXTURES / "mempolicy", FIXTURES / "realkernel-6.12",
+             FIXTURES / "memory_blocks")
 MAX_SEEDS = 300
 MAX_SEED_BYTES = 256 * 1024
 
@@ -111,6 +112,16 @@ def fuzz_demotion_enabled(data: bytes) -> None:
     r = parse_demotion_enabled(data)
     assert r is None or isinstance(r, bool)
     assert (r is None) == (data not in (b"true\n", b"false\n", b"true", b"false"))
+
+
+def fuzz_block_size_bytes(data: bytes) -> None:
+    from numa_exporter.parsers.block_size_bytes import parse_block_size_bytes
+
+    r = parse_block_size_bytes(data)
+    assert r is None or (isinstance(r, int) and 0 < r < 1 << 64), r
+    if r is not None:  # the kernel's form (bare hex), an optional 0x, one optional newline
+        text = data.removesuffix(b"\n")
+        assert int(text.removeprefix(b"0x").removeprefix(b"0X"), 16) == r
 
 
 def fuzz_weighted_interleave(data: bytes) -> None:
@@ -424,6 +435,7 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("osrelease", fuzz_osrelease, ("**/kernel/osrelease",)),
     Target("demotion_enabled", fuzz_demotion_enabled, ("**/numa/demotion_enabled",)),
     Target("weighted_interleave", fuzz_weighted_interleave, ("**/weighted_interleave/*",)),
+    Target("block_size_bytes", fuzz_block_size_bytes, ("**/memory/block_size_bytes",)),
     Target("node_access", fuzz_node_access, ("**/initiators/*_latency",
                                              "**/initiators/*_bandwidth")),
     Target("pid_stat", fuzz_pid_stat, ("**/[0-9]*/stat",)),

@@ -299,6 +299,11 @@ def _add_damon(a: Callable[..., object]) -> None:
     a("--collector.damon.processes", dest="damon_processes", metavar="N", type=_count,
       default=1, help="processes watched, one kdamond each, largest resident first "
                       "(default 1)")
+    a("--collector.damon.mode", dest="damon_mode", choices=("auto", "vaddr", "paddr"),
+      default="auto",
+      help="vaddr: hot memory of the largest watched processes; paddr: the host's hot and "
+           "idle bytes per node (for kernels with DAMON_PADDR but not DAMON_VADDR); auto: "
+           "vaddr where the kernel has it, else paddr (default auto)")
     a("--collector.damon.hot-threshold", dest="damon_hot_threshold", metavar="FRACTION",
       type=_fraction, default=0.05,
       help="a region is hot when accessed in at least this fraction of an aggregation "
@@ -398,6 +403,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         damon_max_regions=ns.damon_max_regions,
         damon_processes=max(ns.damon_processes, 1),
         damon_hot_threshold=ns.damon_hot_threshold,
+        damon_mode=ns.damon_mode,
     ), web
 
 

@@ -73,6 +73,7 @@ class Config:
     damon_max_regions: int = 1000
     damon_processes: int = 1
     damon_hot_threshold: float = 0.05
+    damon_mode: str = "auto"  # auto, vaddr (per process) or paddr (per node, host-wide)
 
     def accelerator_memory(self) -> dict[str, frozenset[int]]:
         """Return PCI address -> memory nodes declared by the accelerator pins."""

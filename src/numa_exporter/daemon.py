@@ -113,24 +113,31 @@ def hot_memory_monitor(config: Config) -> tuple[HotMemoryMonitor | None, Note | 
     move_pages to place the hot regions) and what to log about it."""
     if not config.enabled("damon"):
         return None, None
+    from numa_exporter.readers.node_memory import read_node_ranges
     from numa_exporter.sources.damon import DamonSettings, DamonSysfs, boot_id
     from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
 
     try:
-        mp = MovePages()
+        query = MovePages().for_pid
     except MovePagesUnsupported as exc:
-        return None, ("warning", "damon: hot memory unavailable (no move_pages to place "
-                      "hot regions); everything else keeps serving", {"reason": str(exc)})
+        if config.damon_mode == "vaddr":
+            return None, ("warning", "damon: hot memory unavailable (no move_pages to place "
+                          "hot regions); everything else keeps serving", {"reason": str(exc)})
+        query = None  # paddr needs none; auto without it: vaddr says so, counted
     settings = DamonSettings(
         sample_us=max(1, round(config.damon_sample * 1e6)),
         aggr_us=max(1, round(config.damon_aggregation * 1e6)),
-        max_regions=max(config.damon_max_regions, 10), slots=config.damon_processes)
+        max_regions=max(config.damon_max_regions, 10), slots=config.damon_processes,
+        mode=config.damon_mode)
     driver = DamonSysfs(config.roots.sysfs, config.damon_run_dir, settings,
                         boot_id(config.roots.procfs))
-    monitor = HotMemoryMonitor(driver, mp.for_pid, config.damon_hot_threshold,
-                               is_root=os.geteuid() == 0)
+    sysfs = config.roots.sysfs
+    monitor = HotMemoryMonitor(driver, query, config.damon_hot_threshold,
+                               is_root=os.geteuid() == 0,
+                               node_ranges=lambda: read_node_ranges(sysfs))
     return monitor, ("info", "damon: hot memory collector on",
-                     {"processes": settings.slots, "run_dir": str(config.damon_run_dir)})
+                     {"mode": settings.mode, "processes": settings.slots,
+                      "run_dir": str(config.damon_run_dir)})
 
 
 def build_app(config: Config, registry: CollectorRegistry) -> App:

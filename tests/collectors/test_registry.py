@@ -91,13 +91,16 @@ def test_switchable_collectors_are_the_flags() -> None:
 
 def _with_hot(snap: Snapshot) -> Snapshot:
     """Return ``snap`` as the damon worker would leave it: the first process watched."""
-    from numa_exporter.model.hot_memory import DamonStatus, HotMemory
+    from numa_exporter.model.hot_memory import DamonStatus, HotMemory, NodeHotMemory
 
     p = snap.processes[0]
     hot = HotMemory(p.pid, p.start_time, {0: 3 * 4096.0, 1: 4096.0}, 10, 2, 1.0)
+    # and the paddr mode's host-wide bytes (both modes at once only here, for the check
+    # that every family is emitted somewhere)
+    nodes = NodeHotMemory({1: 8 * 4096.0}, {0: 64 * 4096.0, 1: 4096.0}, 12, 1.0)
     return dataclasses.replace(
         snap, processes=(dataclasses.replace(p, hot=hot), *snap.processes[1:]),
-        damon=DamonStatus("monitoring", {p.pid: hot}, {"busy": 1}))
+        damon=DamonStatus("monitoring", {p.pid: hot}, {"busy": 1}, nodes))
 
 
 def test_spec_names_are_unique_and_namespaced() -> None:

@@ -24,6 +24,17 @@ HOT_REMOTE = MetricSpec(
     "numa_process_hot_remote_memory_ratio", "gauge",
     "Share of the process's hot bytes on nodes outside its home nodes (the same home as "
     "numa_process_remote_memory_ratio), 0-1; absent without hot bytes.", ("pid",))
+NODE_HOT = MetricSpec(
+    "numa_node_hot_memory_bytes", "gauge",
+    "Bytes of the node's memory that DAMON saw accessed in its last aggregation interval "
+    "(--collector.damon.hot-threshold of the samples), host-wide: physical-address "
+    "monitoring of every node's online memory blocks (--collector.damon.mode=paddr, or auto "
+    "on a kernel without DAMON_VADDR).", ("node",))
+NODE_IDLE = MetricSpec(
+    "numa_node_idle_memory_bytes", "gauge",
+    "Bytes of the node's memory that DAMON saw not accessed at all in its last aggregation "
+    "interval, host-wide (paddr mode, as numa_node_hot_memory_bytes). Free memory counts as "
+    "idle.", ("node",))
 UP = MetricSpec(
     "numa_exporter_damon_up", "gauge",
     "1 while the exporter's own kdamonds monitor; 0 when DAMON cannot be used (reason in "
@@ -34,7 +45,7 @@ UNAVAILABLE = MetricSpec(
     "another DAMON user such as DAMON_RECLAIM), foreign (kdamonds the exporter does not own "
     "exist: left untouched), denied, not_root, error.", ("reason",))
 
-SPECS = (HOT_BYTES, HOT_REMOTE, UP, UNAVAILABLE)
+SPECS = (HOT_BYTES, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
@@ -42,7 +53,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     st = snap.damon
     if st is None:
         return
-    hb, hr, up, un = (family(s) for s in SPECS)
+    hb, hr, nh, ni, up, un = (family(s) for s in SPECS)
     for p in snap.processes:
         if p.hot is None:
             continue
@@ -51,12 +62,18 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
         ratio = hot_remote_ratio(p.hot.bytes_by_node, p.home.nodes)
         if ratio is not None:
             hr.add_metric([str(p.pid)], ratio)
+    if st.nodes is not None:
+        for node, b in sorted(st.nodes.hot.items()):
+            nh.add_metric([str(node)], b)
+        for node, b in sorted(st.nodes.idle.items()):
+            ni.add_metric([str(node)], b)
     up.add_metric([], 1 if st.state == "monitoring" else 0)
     for reason, n in sorted((st.unavailable or {}).items()):
         un.add_metric([reason], n)
-    yield from (hb, hr, up, un)
+    yield from (hb, hr, nh, ni, up, un)
 
 
 COLLECTOR = CollectorDef(
     "damon", "hot memory from DAMON (off by default: --collector.damon; root, 6.12 or any "
-    "kernel with DAMON_VADDR and DAMON_SYSFS)", SPECS, emit, default_on=False)
+    "kernel with DAMON_SYSFS and DAMON_VADDR, or DAMON_PADDR for per-node hot and idle "
+    "bytes)", SPECS, emit, default_on=False)

@@ -27,12 +27,13 @@ class HotMemory:
 class DamonStatus:
     """What the hot-memory worker last knew: ``state`` (``off``, ``monitoring``, or why
     DAMON cannot be used: ``absent``, ``busy``, ``foreign``, ``denied``, ``not_root``,
-    ``error``), the hot memory of each watched process by pid, and counts of
-    unavailability by reason."""
+    ``error``), the hot memory of each watched process by pid (vaddr), the host's hot and
+    idle bytes by node (paddr), and counts of unavailability by reason."""
 
     state: str = "off"
     hot: dict[int, HotMemory] | None = None
     unavailable: dict[str, int] | None = None
+    nodes: NodeHotMemory | None = None  # paddr mode: host-wide hot and idle bytes by node
 
 
 def is_hot(nr_accesses: int, max_accesses: int, threshold: float) -> bool:
@@ -79,3 +80,56 @@ def hot_remote_ratio(hot: Mapping[int, float], home: frozenset[int]) -> float | 
     if total <= 0 or not home:
         return None
     return sum(b for n, b in hot.items() if n not in home) / total
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRange:
+    """One contiguous physical range ``[start, end)`` of a node's memory."""
+
+    node: int
+    start: int
+    end: int
+
+
+def merge_blocks(blocks: Mapping[int, Iterable[int]], block_size: int) -> list[NodeRange]:
+    """Return the nodes' memory blocks (block numbers under ``node<N>/memory<M>``) as
+    contiguous physical ranges, sorted by start: adjacent blocks of one node merge; a block
+    listed under two nodes counts for the lower node only (the ranges never overlap)."""
+    if block_size <= 0:
+        return []
+    owner: dict[int, int] = {}
+    for node in sorted(blocks):
+        for b in blocks[node]:
+            owner.setdefault(b, node)
+    out: list[NodeRange] = []
+    for b in sorted(owner):
+        node, start = owner[b], b * block_size
+        last = out[-1] if out else None
+        if last is not None and last.node == node and last.end == start:
+            out[-1] = NodeRange(node, last.start, start + block_size)
+        else:
+            out.append(NodeRange(node, start, start + block_size))
+    return out
+
+
+def bytes_by_node(start: int, end: int, ranges: Sequence[NodeRange]) -> dict[int, float]:
+    """Return the bytes of ``[start, end)`` that lie in each node's ranges (a region over
+    two nodes is split at their boundary; bytes outside every range count for none)."""
+    out: dict[int, float] = {}
+    for r in ranges:
+        lo, hi = max(start, r.start), min(end, r.end)
+        if hi > lo:
+            out[r.node] = out.get(r.node, 0.0) + (hi - lo)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHotMemory:
+    """Host-wide hot and idle bytes by node from a paddr kdamond: ``hot`` accessed in at
+    least the hot threshold of the samples, ``idle`` not accessed at all in the aggregation
+    interval; ``regions`` counts DAMON's regions; ``monotonic`` is when it was read."""
+
+    hot: dict[int, float] = field(default_factory=dict)
+    idle: dict[int, float] = field(default_factory=dict)
+    regions: int = 0
+    monotonic: float = 0.0

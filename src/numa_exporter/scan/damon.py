@@ -1,7 +1,8 @@
 """The hot-memory worker (``--collector.damon``): a thread that keeps the exporter's own
-kdamonds on the largest watched processes and reads their regions, off the scan thread's
-critical path (a region read blocks about one aggregation interval). The scan only hands it
-the processes it watches and takes its last result."""
+kdamonds on the largest watched processes (vaddr) or on every node's physical memory
+(paddr) and reads their regions, off the scan thread's critical path (a region read blocks
+about one aggregation interval). The scan only hands it the processes it watches and takes
+its last result."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from dataclasses import dataclass, replace
 
 import structlog
 
-from numa_exporter.model.hot_memory import DamonStatus, HotMemory
+from numa_exporter.model.hot_memory import DamonStatus, HotMemory, NodeRange
 from numa_exporter.model.snapshot import ProcessSample
-from numa_exporter.readers.hot_memory import QueryFn, place_hot_regions
+from numa_exporter.readers.hot_memory import QueryFn, node_hot_idle, place_hot_regions
 from numa_exporter.sources.damon import DamonSettings, DamonSysfs, DamonUnavailable, Region
 from numa_exporter.sources.errors import SourceError
 
@@ -38,9 +39,12 @@ class HotMemoryMonitor:
     """Owns the DAMON driver; ``want`` (scan thread) names the processes, ``status`` (scan
     thread) returns the last result; everything else runs on the worker thread."""
 
-    def __init__(self, driver: DamonSysfs, query: Callable[[int], QueryFn],
-                 threshold: float, period_s: float = 1.0, is_root: bool = True) -> None:
+    def __init__(self, driver: DamonSysfs, query: Callable[[int], QueryFn] | None,
+                 threshold: float, period_s: float = 1.0, is_root: bool = True,
+                 node_ranges: Callable[[], list[NodeRange]] = list) -> None:
         self.driver = driver
+        self.node_ranges = node_ranges  # paddr: each node's physical ranges
+        self._ranges: list[NodeRange] = []  # what the paddr kdamond monitors
         self.settings: DamonSettings = driver.settings
         self.query = query
         self.threshold = threshold
@@ -110,7 +114,14 @@ class HotMemoryMonitor:
             self._stop.wait(wait)
 
     def round(self) -> None:
-        """Point the kdamonds at the wanted processes and read the hot memory of each."""
+        """Point the kdamonds at the wanted processes and read the hot memory of each
+        (paddr: at every node's memory, and read the host's hot and idle bytes)."""
+        if self.driver.ops == "paddr":
+            self.round_physical()
+            return
+        if self.query is None:
+            raise DamonUnavailable("absent", "no move_pages to place hot regions")
+        query = self.query
         with self._lock:
             wanted = list(self._wanted)
         for slot, proc in zip(self.driver.slots, wanted, strict=False):
@@ -130,11 +141,31 @@ class HotMemoryMonitor:
                 reads = [self.driver.regions(slot) for _ in range(READS_PER_ROUND)]
                 hot[proc.pid] = place_hot_regions(
                     proc.pid, proc.start_time, hottest(reads), self.settings.max_accesses,
-                    self.threshold, self.query(proc.pid), time.monotonic())
+                    self.threshold, query(proc.pid), time.monotonic())
             except SourceError:  # gone or denied since: no hot memory this round
                 self._assigned.pop(slot, None)
         with self._lock:
             self._status = DamonStatus("monitoring", hot, dict(self._unavailable))
+
+
+    def round_physical(self) -> None:
+        """Keep the paddr kdamond on every node's memory and read the host's hot and idle
+        bytes by node. Raises DamonUnavailable ``absent`` without memory blocks in sysfs."""
+        slot = self.driver.slots[0]
+        if not self._ranges:
+            ranges = self.node_ranges()
+            if not ranges:
+                raise DamonUnavailable("absent", "no node memory blocks under sysfs "
+                                       "(devices/system/node/node<N>/memory<M>)")
+            self.driver.watch_physical(slot, [(r.start, r.end) for r in ranges])
+            self._ranges = ranges
+        reads = [self.driver.regions(slot) for _ in range(READS_PER_ROUND)]
+        if not any(reads):  # the kdamond stopped: start it again next round
+            self._ranges = []
+        nodes = node_hot_idle(hottest(reads), self._ranges, self.settings.max_accesses,
+                              self.threshold, time.monotonic())
+        with self._lock:
+            self._status = DamonStatus("monitoring", {}, dict(self._unavailable), nodes)
 
 
 def hottest(reads: Sequence[Sequence[Region]]) -> list[Region]:

@@ -14,6 +14,12 @@ DAMON_RECLAIM and sysfs kdamonds exclude each other with EBUSY. So this driver:
 * never resizes, commits into, starts or stops a kdamond it does not own; stops its own on
   exit and keeps the state file, so that a restart recognises them.
 
+Two operation sets: ``vaddr`` (one kdamond per watched process) and ``paddr`` (one kdamond
+over the physical ranges of every online node, host-wide), for kernels built with
+DAMON_PADDR but not DAMON_VADDR. Mode ``auto`` takes vaddr where the kernel lists it in a
+context's ``avail_operations`` (5.19+; a kernel without that file is taken to have vaddr),
+else paddr.
+
 Every failure is a :class:`DamonUnavailable` with a reason (``absent``, ``busy``,
 ``foreign``, ``denied``, ``error``); the caller says it once and keeps serving.
 """
@@ -25,7 +31,7 @@ import errno
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,7 +63,8 @@ class DamonSettings:
     update_us: int = 1_000_000
     min_regions: int = 10
     max_regions: int = 1_000
-    slots: int = 1  # kdamonds created (one watched process each)
+    slots: int = 1  # kdamonds created (one watched process each; paddr: always 1)
+    mode: str = "auto"  # operations: auto, vaddr or paddr
 
     @property
     def max_accesses(self) -> int:
@@ -100,6 +107,7 @@ class DamonSysfs:
         self.slots: list[int] = []  # owned kdamond indexes
         self.created = 0  # nr_kdamonds as the exporter wrote it
         self.pids: dict[int, int] = {}  # slot -> kdamond pid when running
+        self.ops = "" if settings.mode == "auto" else settings.mode  # operations in use
 
     # --- raw file access ------------------------------------------------------------------
     def _read(self, path: Path) -> str:
@@ -164,7 +172,8 @@ class DamonSysfs:
         if recorded is None:
             raise DamonUnavailable("foreign", f"{nr} kdamond(s) exist and none is the "
                                    "exporter's (no state of this boot); left untouched")
-        created, slots, pids = recorded
+        created, slots, pids, ops = recorded
+        self.ops = ops
         if created != nr:
             raise DamonUnavailable("foreign", f"nr_kdamonds is {nr}, the exporter created "
                                    f"{created}; left untouched")
@@ -174,6 +183,11 @@ class DamonSysfs:
                                        "left it; left untouched")
         self.slots, self.created = slots, nr
         self.pids = {s: p for s, p in pids.items() if self.state(s) == "on"}
+        if self.settings.mode not in ("auto", ops):  # its own, in the other mode: redo them
+            self.release()
+            self._write(self.kdamonds / "nr_kdamonds", "0")
+            self.slots, self.created, self.ops = [], 0, self.settings.mode
+            return self._create()
         return slots
 
     def _ours(self, slot: int, pid: int | None) -> bool:
@@ -187,7 +201,7 @@ class DamonSysfs:
         s = self.settings
         try:
             return (self._int(self.kdamonds / str(slot) / "contexts" / "nr_contexts") == 1
-                    and self._read(ctx / "operations") == "vaddr"
+                    and self._read(ctx / "operations") == self.ops
                     and self._int(ctx / "monitoring_attrs/intervals/sample_us") == s.sample_us
                     and self._int(ctx / "monitoring_attrs/intervals/aggr_us") == s.aggr_us
                     and self._int(ctx / "monitoring_attrs/nr_regions/max") == s.max_regions
@@ -198,9 +212,10 @@ class DamonSysfs:
                 return False
             raise
 
-    def _recorded(self) -> tuple[int, list[int], dict[int, int]] | None:
-        """Return (nr_kdamonds created, owned slots, slot -> kdamond pid) of this boot's
-        state file, or None (absent, another boot's, or not the driver's format)."""
+    def _recorded(self) -> tuple[int, list[int], dict[int, int], str] | None:
+        """Return (nr_kdamonds created, owned slots, slot -> kdamond pid, operations) of
+        this boot's state file, or None (absent, another boot's, or not the driver's
+        format; a state file without ``operations`` is vaddr's, the only mode it had)."""
         try:
             raw = json.loads(self.state_path.read_text())
         except (OSError, ValueError):
@@ -208,11 +223,13 @@ class DamonSysfs:
         if not self.boot_id or not isinstance(raw, dict) or raw.get("boot_id") != self.boot_id:
             return None
         nr, slots, pids = raw.get("nr_kdamonds"), raw.get("slots"), raw.get("pids", {})
-        if (not isinstance(nr, int) or not isinstance(slots, list) or not isinstance(pids, dict)
+        ops = raw.get("operations", "vaddr")
+        if (ops not in ("vaddr", "paddr") or not isinstance(nr, int)
+                or not isinstance(slots, list) or not isinstance(pids, dict)
                 or not all(isinstance(x, int) and 0 <= x < nr for x in slots)
                 or not all(isinstance(v, int) and k.isdigit() for k, v in pids.items())):
             return None
-        return nr, slots, {int(k): v for k, v in pids.items()}
+        return nr, slots, {int(k): v for k, v in pids.items()}, ops
 
     def _save(self) -> None:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -220,17 +237,53 @@ class DamonSysfs:
         tmp.write_text(json.dumps({"boot_id": self.boot_id, "nr_kdamonds": self.created,
                                    "slots": self.slots,
                                    "pids": {str(k): v for k, v in self.pids.items()},
+                                   "operations": self.ops,
                                    "settings": asdict(self.settings)}))
         tmp.replace(self.state_path)
 
     def _create(self) -> list[int]:
-        n = self.settings.slots
-        self._write(self.kdamonds / "nr_kdamonds", str(n))
-        self.slots, self.created = list(range(n)), n
+        """Create the exporter's kdamonds (nobody has any): one first, to ask its context
+        which operation sets the kernel has; then as many as the mode needs."""
+        self._write(self.kdamonds / "nr_kdamonds", "1")
+        self.slots, self.created = [0], 1
+        self._write(self.kdamonds / "0" / "contexts" / "nr_contexts", "1")
+        try:
+            self.ops = self._choose_ops(self._avail_operations())
+        except DamonUnavailable:
+            self._write(self.kdamonds / "nr_kdamonds", "0")  # its own, unstarted: undo
+            self.slots, self.created = [], 0
+            raise
+        n = self.settings.slots if self.ops == "vaddr" else 1
+        if n != 1:
+            self._write(self.kdamonds / "nr_kdamonds", str(n))
+            self.slots, self.created = list(range(n)), n
         for slot in self.slots:
             self._configure(slot)
         self._save()
         return self.slots
+
+    def _avail_operations(self) -> set[str] | None:
+        """Return the operation sets the kernel lists in the exporter's own first context
+        (None before 5.19, which lacks ``avail_operations``)."""
+        try:
+            text = self._read(self._ctx(0) / "avail_operations")
+        except DamonUnavailable as exc:
+            if exc.reason == "absent":
+                return None
+            raise
+        return {line.strip() for line in text.splitlines() if line.strip()}
+
+    def _choose_ops(self, avail: set[str] | None) -> str:
+        """Return the operation set to use: the forced mode, or vaddr where available and
+        else paddr. Raises ``absent`` when the kernel lacks the one needed."""
+        want = self.settings.mode
+        have = avail if avail is not None else {"vaddr", "paddr"}
+        if want == "auto":
+            want = "vaddr" if "vaddr" in have else "paddr"
+        if want not in have:
+            raise DamonUnavailable("absent", f"DAMON has no {want} operations (it lists "
+                                   f"{', '.join(sorted(have)) or 'none'})")
+        return want
 
     def _configure(self, slot: int) -> None:
         """Write the exporter's configuration into its own, stopped kdamond ``slot``."""
@@ -238,7 +291,7 @@ class DamonSysfs:
         kd = self.kdamonds / str(slot)
         self._write(kd / "contexts" / "nr_contexts", "1")
         ctx = self._ctx(slot)
-        self._write(ctx / "operations", "vaddr")
+        self._write(ctx / "operations", self.ops)
         attrs = ctx / "monitoring_attrs"
         for name, v in (("sample_us", s.sample_us), ("aggr_us", s.aggr_us),
                         ("update_us", s.update_us)):
@@ -257,10 +310,30 @@ class DamonSysfs:
     def watch(self, slot: int, pid: int) -> None:
         """Point the exporter's own kdamond ``slot`` at process ``pid`` and start it."""
         self._own(slot)
+        if self.ops != "vaddr":
+            raise DamonUnavailable("error", f"kdamond {slot} runs {self.ops}, not vaddr")
         self.stop(slot)
         targets = self._ctx(slot) / "targets"
         self._write(targets / "nr_targets", "1")
         self._write(targets / "0" / "pid_target", str(pid))
+        self._write(self.kdamonds / str(slot) / "state", "on")
+        self.pids[slot] = self.kdamond_pid(slot)
+        self._save()
+
+    def watch_physical(self, slot: int, ranges: Sequence[tuple[int, int]]) -> None:
+        """Point the exporter's own paddr kdamond ``slot`` at the physical ``ranges``
+        (sorted, non-overlapping ``[start, end)``: each node's memory) and start it."""
+        self._own(slot)
+        if self.ops != "paddr":
+            raise DamonUnavailable("error", f"kdamond {slot} runs {self.ops}, not paddr")
+        self.stop(slot)
+        targets = self._ctx(slot) / "targets"
+        self._write(targets / "nr_targets", "1")
+        regions = targets / "0" / "regions"
+        self._write(regions / "nr_regions", str(len(ranges)))
+        for i, (start, end) in enumerate(ranges):
+            self._write(regions / str(i) / "start", str(start))
+            self._write(regions / str(i) / "end", str(end))
         self._write(self.kdamonds / str(slot) / "state", "on")
         self.pids[slot] = self.kdamond_pid(slot)
         self._save()

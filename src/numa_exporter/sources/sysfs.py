@@ -12,6 +12,7 @@ NODE_STATES = ("possible", "online", "has_cpu", "has_normal_memory", "has_high_m
                "has_memory", "has_generic_initiator")
 ACCESS_ATTRIBUTES = ("read_latency", "write_latency", "read_bandwidth", "write_bandwidth")
 MAX_DIR_ENTRIES = 4096  # a node's access or initiators folder lists at most a few dozen
+MAX_MEMORY_BLOCKS = 1 << 20  # memory blocks of one node (128 MiB each: 128 TiB)
 
 
 def _names(path: Path, source: str) -> list[str] | None:
@@ -65,6 +66,29 @@ class NodeSysFS:
 
     def _file(self, node: int, name: str) -> bytes:
         return read_small(self.root / f"node{node}" / name, f"node_{name}")
+
+    def memory_blocks(self, node: int) -> list[int]:
+        """Return the M of each node<N>/memory<M> link: the node's memory blocks (none
+        without CONFIG_MEMORY_HOTPLUG's memory block devices)."""
+        path = self.root / f"node{node}"
+        try:
+            with os.scandir(path) as it:
+                names = [e.name for e in it if e.name.startswith("memory")]
+        except FileNotFoundError:
+            return []
+        except OSError as err:
+            raise classify("node_memory", str(path), err) from err
+        return _numbered(names[:MAX_MEMORY_BLOCKS], "memory")
+
+    def block_size_bytes(self) -> bytes | None:
+        """Return ``/sys/devices/system/memory/block_size_bytes`` (None where absent)."""
+        return read_optional(self.sysfs / "devices" / "system" / "memory" / "block_size_bytes",
+                             "memory_block")
+
+    def memory_block_state(self, block: int) -> bytes | None:
+        """Return ``memory/memory<M>/state`` (``online``, ``offline``; None where absent)."""
+        return read_optional(self.sysfs / "devices" / "system" / "memory" / f"memory{block}"
+                             / "state", "memory_block")
 
     def cpulist(self, node: int) -> bytes:
         """Return node<N>/cpulist."""
