@@ -39,8 +39,8 @@ from typing import Any
 
 from benchmarks.daemon import DEFAULT_FLAGS, Daemon, cpu_per_scan
 from benchmarks.rounds import fmt_spread, paired_ratios, spread, timed_rounds
-from numa_exporter.parsers import _kubelet_checksum as gj
-from numa_exporter.parsers import kubelet_internal_checkpoint as kic
+from numa_exporter.parsers.kubelet import go_json as gj
+from numa_exporter.parsers.kubelet import kubelet_internal_checkpoint as kic
 
 ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "roots" / "kubernetes"
 CHECKPOINT = Path("var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
