@@ -21,8 +21,8 @@ setup(
             optional=not REQUIRED,
         ),
         Extension(
-            "numa_exporter.parsers._kubelet_fast",
-            ["src/numa_exporter/parsers/_kubelet_fast.c"],
+            "numa_exporter.parsers.kubelet._kubelet_fast",
+            ["src/numa_exporter/parsers/kubelet/_kubelet_fast.c"],
             extra_compile_args=["-O2"],
             optional=not REQUIRED,
         ),

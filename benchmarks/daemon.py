@@ -45,6 +45,7 @@ from typing import Any
 import psutil
 
 from benchmarks.rounds import fmt_spread, paired_ratios, spread, timed_rounds
+from benchmarks.scan_log import scan_records
 from benchmarks.targets import (
     available_bytes,
     ensure_map_count,
@@ -120,13 +121,7 @@ class Daemon:
             data = fh.read()
         cut = data.rfind(b"\n") + 1
         self._seen += cut
-        for line in data[:cut].splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict) and rec.get("msg", rec.get("event")) == "scan":
-                self._scans.append(rec)
+        self._scans.extend(scan_records(data[:cut]))
         return self._scans
 
     def wait_scans(self, n: int, timeout: float) -> None:
@@ -285,6 +280,7 @@ def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path,
         cs["cat"] = lambda: {"cpu_seconds": _child_cpu(["cat", f"/proc/{target.pid}/numa_maps"])}
         res = timed_rounds(cs, rounds, seed)
         usage = {name: d.usage() for name, d in daemons.items()}
+        huge = anon_huge_bytes(target.pid)  # after the rounds: smaps walks it all
     finally:
         for d in daemons.values():
             d.close()
@@ -307,8 +303,22 @@ def run_shape(shape: Shape, rounds: int, scans: int, seed: int, workdir: Path,
                            for k in daemons},
         "read_per_scan": {k: spread([float(r["read_per_scan"]) for r in res.values[k]])
                           for k in daemons},
-        "usage": usage,
+        "usage": usage, "target_anon_huge_bytes": huge,
     }
+
+
+def anon_huge_bytes(pid: int) -> int:
+    """Return a process's transparent huge page bytes (``AnonHugePages`` of its
+    ``smaps_rollup``; 0 where the line or the file is missing): whether a THP target got
+    huge pages at all."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1]) << 10
+    return 0
 
 
 def run_idle(rounds: int, scans: int, workdir: Path) -> dict[str, Any]:
@@ -424,6 +434,8 @@ def print_blackbox(shapes: list[dict[str, Any]], idle: dict[str, Any] | None,
         sampled = r["sampled_rounds"]["daemon_default"]
         chosen = ("sampled" if sampled == r["rounds"] else "full" if not sampled
                   else f"sampled {sampled}/{r['rounds']}")
+        if r["shape"].endswith("THP"):
+            chosen += f", {r['target_anon_huge_bytes'] / GiB:.1f} GiB THP"
         t = r["psutil_cpu"]
         print(f"| {r['shape']} | {fmt_spread(c.get('daemon_default'), 1e3, 1)} | "
               f"{fmt_spread(t.get('daemon_default'), 1e3, 1)} | {chosen} | "

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.realkernel import guest as harness
-from tests.realkernel.results import scan_lines
 from tests.realkernel.test_cadence_guest import INTERVAL_S, MOVE, WORKLOADS
+
+from benchmarks.scan_log import scan_records
 
 MiB = 1 << 20
 HERE = Path(__file__).resolve().parent
@@ -50,7 +51,7 @@ def run_guest(run_s: int, results: Path) -> dict[str, Any]:
         raise RuntimeError(f"guest job failed (rc={boot.rc}): {boot.job_log[-2000:]}")
     out = results / "cadence"
     rec: dict[str, Any] = json.loads((out / "cadence.json").read_text())
-    scans = scan_lines((out / "exporter.log").read_text(errors="replace"))
+    scans = scan_records((out / "exporter.log").read_text(errors="replace"))
     rec["scans"] = scans
     return rec
 

@@ -39,8 +39,8 @@ from typing import Any
 
 from benchmarks.daemon import DEFAULT_FLAGS, Daemon, cpu_per_scan
 from benchmarks.rounds import fmt_spread, paired_ratios, spread, timed_rounds
-from numa_exporter.parsers import _kubelet_checksum as gj
-from numa_exporter.parsers import kubelet_internal_checkpoint as kic
+from numa_exporter.parsers.kubelet import go_json as gj
+from numa_exporter.parsers.kubelet import kubelet_internal_checkpoint as kic
 
 ROOT = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "roots" / "kubernetes"
 CHECKPOINT = Path("var/lib/kubelet/device-plugins/kubelet_internal_checkpoint")
@@ -55,14 +55,17 @@ def device_checkpoint(seed: int, size: int = SIZE) -> bytes:
     top = json.loads((ROOT / "rootfs" / CHECKPOINT).read_bytes())
     data = top["Data"]
     entries = data["PodDeviceEntries"]
+    length = len(json.dumps(top))  # kept as entries are added: dumping 4 MiB each time is slow
     i = 0
     while True:
         blob = base64.b64encode(rng.randbytes(BLOB)).decode()
         entry = {"PodUID": f"{seed:08x}-{i:04x}-4000-8000-000000000000",
                  "ContainerName": "filler", "ResourceName": "example.com/dev",
                  "DeviceIDs": {"-1": [f"dev-{i}"]}, "AllocResp": blob}
-        if len(json.dumps(top)) + len(json.dumps(entry)) + 32 > size:
+        one = len(json.dumps(entry))
+        if length + one + 32 > size:
             break
+        length += one + (2 if entries else 0)  # ", " before all but the first
         entries.append(entry)
         i += 1
     value, _ = gj.decode(kic.DATA_V2, gj.loads(json.dumps(data)))

@@ -71,7 +71,7 @@ sys.stdin.buffer.read()
 
 
 # The sparse reservation of issue 14: 1 GiB written at the start of a 16 TiB MAP_NORESERVE
-# mapping (the same as tools/daemon_cost.py's "sparse").
+# mapping.
 SPARSE = r"""
 import mmap, sys
 m = mmap.mmap(-1, 16 << 40, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)

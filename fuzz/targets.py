@@ -363,7 +363,10 @@ def _checkpoint_ok(version: str, checksum: str, error: str, count: int) -> None:
 
 
 def fuzz_cpu_manager_state(data: bytes) -> None:
-    from numa_exporter.parsers.cpu_manager_state import CpuManagerState, parse_cpu_manager_state
+    from numa_exporter.parsers.kubelet.cpu_manager_state import (
+        CpuManagerState,
+        parse_cpu_manager_state,
+    )
 
     r = parse_cpu_manager_state(data)
     assert isinstance(r, CpuManagerState)
@@ -375,7 +378,7 @@ def fuzz_cpu_manager_state(data: bytes) -> None:
 
 
 def fuzz_memory_manager_state(data: bytes) -> None:
-    from numa_exporter.parsers.memory_manager_state import (
+    from numa_exporter.parsers.kubelet.memory_manager_state import (
         MemoryManagerState,
         parse_memory_manager_state,
     )
@@ -391,7 +394,7 @@ def fuzz_memory_manager_state(data: bytes) -> None:
 
 
 def fuzz_kubelet_internal_checkpoint(data: bytes) -> None:
-    from numa_exporter.parsers.kubelet_internal_checkpoint import (
+    from numa_exporter.parsers.kubelet.kubelet_internal_checkpoint import (
         DeviceCheckpoint,
         parse_kubelet_internal_checkpoint,
     )

@@ -1,4 +1,5 @@
-"""Shared test helpers: fixture roots, a running daemon, scraping and the golden switch."""
+"""Shared test helpers: fixture roots and a config reading one, a fake clock, a running daemon,
+scraping and the golden switch."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
+
+from numa_exporter.config import Config
+from numa_exporter.config_file import load_pins
+from numa_exporter.roots import Roots
 
 # No wall-clock threshold in a test: Hypothesis' per-example deadline (200 ms) fails property
 # tests whenever the shared machine is busy, whatever the code does. Work stays bounded by the
@@ -38,6 +44,24 @@ class FakeClock:
     def __call__(self) -> float:
         self.t += self.step
         return self.t
+
+
+def fixture_config(root: Path | str, *, rootfs: bool = False, pins: bool = False,
+                   **kw: Any) -> Config:
+    """Return a Config that reads the fixture root ``root`` (a path, or a name under
+    tests/fixtures/roots): its ``proc`` and ``sys`` (and ``rootfs`` with ``rootfs=True``),
+    every process selected (``min_resident`` 0 unless ``kw`` sets it), and the rest of
+    ``kw``. With ``pins=True`` the root's ``config.toml`` gives the home and accelerator pins
+    and its ``udev.json`` the accelerator records, where the root has them."""
+    base = ROOTS / root if isinstance(root, str) else root
+    kw.setdefault("min_resident", 0)
+    if pins and (base / "config.toml").exists():
+        kw["home_pins"], kw["accelerator_pins"] = load_pins(base / "config.toml")
+    if pins and (base / "udev.json").exists():
+        kw["accelerator_records"] = base / "udev.json"
+    roots = (Roots(base / "proc", base / "sys", base / "rootfs") if rootfs
+             else Roots(base / "proc", base / "sys"))
+    return Config(roots=roots, **kw)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

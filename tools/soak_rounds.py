@@ -49,7 +49,8 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 if TYPE_CHECKING:
-    from tools.soak import HostileCheck, Soak
+    from tools.soak import Soak
+    from tools.soak_clients import HostileCheck
 
 IGNORED_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGXCPU",
                    "SIGPWR")
@@ -111,7 +112,7 @@ int main(int argc, char **argv) {
 
 
 def _check(name: str, passed: bool, detail: str) -> HostileCheck:
-    from tools.soak import HostileCheck
+    from tools.soak_clients import HostileCheck
 
     return HostileCheck(name, passed, detail)
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the test suite needs (Debian packages, a virtualenv with the project and
-# its dev extras) and runs the whole suite: parser and collector tests on fixture roots,
+# its dev extras) and runs the whole suite (pyproject's testpaths: every directory under tests/):
+# parser and collector tests on fixture roots, the live tier (tests/live/: real processes on
+# this machine's kernel),
 # end-to-end runs of the real daemon over HTTP, a real Prometheus/promtool, and the real-kernel
 # tier (2- and 4-node Linux guests under QEMU).
 #   bash tools/test.sh            # everything

@@ -7,24 +7,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOTS, FakeClock
+from tests.conftest import ROOTS, FakeClock, fixture_config
 
-from numa_exporter.config import Config
 from numa_exporter.model.snapshot import SystemSample
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
-
-
-def _config(root: Path, **kw: object) -> Config:
-    kw.setdefault("min_resident", 0)
-    return Config(roots=Roots(root / "proc", root / "sys"), **kw)  # type: ignore[arg-type]
 
 
 def test_budget_counts_process_time_not_the_system_read() -> None:
     # the help says "time one scan may spend on processes": a slow system read (vmstat,
     # node files) or /proc listing must not use it up (it did: 0 processes read)
     clock = FakeClock()
-    scanner = Scanner(_config(ROOTS / "two_node", scan_budget=1.0), clock=clock)
+    scanner = Scanner(fixture_config(ROOTS / "two_node", scan_budget=1.0), clock=clock)
     real = scanner._read_system
 
     def slow_system() -> SystemSample:
@@ -40,12 +33,12 @@ def test_budget_counts_process_time_not_the_system_read() -> None:
 def test_processes_left_over_keep_their_last_values_and_timestamp() -> None:
     clock = FakeClock(step=0.1)
     walls = iter(float(t) for t in range(1000, 2000, 10))
-    scanner = Scanner(_config(ROOTS / "two_node", scan_budget=100.0), clock=clock,
+    scanner = Scanner(fixture_config(ROOTS / "two_node", scan_budget=100.0), clock=clock,
                       wall=lambda: next(walls))
     first = scanner.scan()  # everything fits
     assert first.stats.budget_skipped_total == 0
     by_pid = {p.pid: p for p in first.processes}
-    scanner.config = _config(ROOTS / "two_node", scan_budget=1.0)
+    scanner.config = fixture_config(ROOTS / "two_node", scan_budget=1.0)
     second = scanner.scan()
     assert second.stats.budget_skipped_total > 0
     # no series vanished: every process of the first scan is served again
@@ -78,7 +71,7 @@ def big_root(tmp_path: Path) -> Path:
 def test_a_slow_read_is_abandoned_at_the_deadline_and_finished_next_scan(big_root: Path
                                                                           ) -> None:
     clock = FakeClock(step=0.001)  # every look at the clock costs 1 ms
-    scanner = Scanner(_config(big_root, scan_budget=0.01,
+    scanner = Scanner(fixture_config(big_root, scan_budget=0.01,
                                       include=re.compile("^split")), clock=clock)
     first = scanner.scan()
     assert first.stats.states["scanned"] == 0
@@ -92,7 +85,7 @@ def test_a_slow_read_is_abandoned_at_the_deadline_and_finished_next_scan(big_roo
 
 def test_a_read_in_progress_is_abandoned_when_the_exporter_stops(big_root: Path) -> None:
     clock = FakeClock(step=0.0)
-    scanner = Scanner(_config(big_root, scan_budget=100.0, include=re.compile("^split")),
+    scanner = Scanner(fixture_config(big_root, scan_budget=100.0, include=re.compile("^split")),
                       clock=clock)
     lines_read = 0
     real = scanner.proc.process
@@ -119,7 +112,7 @@ def test_a_read_in_progress_is_abandoned_when_the_exporter_stops(big_root: Path)
 
 
 def test_one_exception_anywhere_costs_one_process_not_the_scan() -> None:
-    scanner = Scanner(_config(ROOTS / "two_node"))
+    scanner = Scanner(fixture_config(ROOTS / "two_node"))
     real = scanner.proc.process
 
     def boom(pid: int):  # type: ignore[no-untyped-def]
@@ -162,7 +155,7 @@ def test_node_ids_outside_the_topology_are_errors_not_series(tmp_path: Path) -> 
     maps.unlink()
     first = text.splitlines(keepends=True)[0]
     maps.write_bytes(first.rstrip(b"\n") + b" N4000=7\n" + text)
-    scanner = Scanner(_config(root))
+    scanner = Scanner(fixture_config(root))
     snap = scanner.scan()
     (p,) = [p for p in snap.processes if p.pid == 300]
     assert {n for n, _ in p.memory} <= {0, 1}
@@ -177,7 +170,7 @@ def test_boot_time_unreadable_once_is_read_again(tmp_path: Path) -> None:
     stat = root / "proc" / "stat"
     saved = stat.read_bytes()
     stat.unlink()
-    scanner = Scanner(_config(root))
+    scanner = Scanner(fixture_config(root))
     first = scanner.scan()
     assert first.stats.read_errors[("stat", "gone")] >= 1
     stat.write_bytes(saved)
@@ -218,7 +211,7 @@ def test_one_slow_process_cannot_starve_the_rest(big_root: Path) -> None:
         now[0] = next(walls)
         return now[0]
 
-    scanner = Scanner(_config(big_root, scan_budget=0.05, process_budget=0.0), clock=clock,
+    scanner = Scanner(fixture_config(big_root, scan_budget=0.05, process_budget=0.0), clock=clock,
                       placement=counting, wall=wall)
     per_scan: list[set[int]] = []
     served: set[int] = set()
@@ -255,7 +248,7 @@ def test_a_thread_read_stopped_at_the_deadline_resumes_next_scan(
 
     monkeypatch.setattr(threads_mod.TaskDir, "read", counting)
     clock = FakeClock(step=0.0001)
-    scanner = Scanner(_config(root, scan_budget=0.0008, process_budget=0.0,
+    scanner = Scanner(fixture_config(root, scan_budget=0.0008, process_budget=0.0,
                               include=re.compile("^splitter$")), clock=clock)
     first = scanner.scan()
     assert first.stats.states["scanned"] == 0 and scanner.state.pending == [300]

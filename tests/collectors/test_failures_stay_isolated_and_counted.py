@@ -12,6 +12,7 @@ not an exit. Each test failed before its fix (found while re-grouping the scan p
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import re
 import shutil
@@ -23,7 +24,7 @@ from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import CollectorRegistry
 from structlog.testing import capture_logs
-from tests.conftest import ROOTS, FakeClock
+from tests.conftest import ROOTS, FakeClock, fixture_config
 from tests.e2e.exposition import values
 
 import numa_exporter.collectors.snapshot as snapshot_collector
@@ -31,7 +32,6 @@ from numa_exporter.collectors import registry
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.errors import Absent, Gone
 from numa_exporter.sources.procfs import ProcFS
@@ -39,9 +39,7 @@ from numa_exporter.sources.procfs import ProcFS
 PROCESSES = "numa_exporter_processes"
 
 
-def _config(root: Path, **kw: object) -> Config:
-    kw.setdefault("min_resident", 0)
-    return Config(detail_above=0, roots=Roots(root / "proc", root / "sys"), **kw)  # type: ignore[arg-type]
+_config = functools.partial(fixture_config, detail_above=0)
 
 
 def _exposition(snap: Snapshot, config: Config) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 from tests.e2e.exposition import values
 
 from numa_exporter.collectors.snapshot import SnapshotCollector
@@ -18,7 +19,6 @@ from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import parse_cpulist
 from numa_exporter.parsers.numa_maps import NumaMaps
 from numa_exporter.readers.process_files import HoldMeter, read_numa_maps
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Denied, Gone
@@ -36,10 +36,7 @@ NUMASTAT_NAMES = {
 }
 
 
-def _config(root: str, **kw: Any) -> Config:
-    base = ROOTS / root
-    kw.setdefault("min_resident", 0)
-    return Config(detail_above=0, roots=Roots(base / "proc", base / "sys"), **kw)
+_config = functools.partial(fixture_config, detail_above=0)
 
 
 def _expected(root: str) -> dict[str, Any]:

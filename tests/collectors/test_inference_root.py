@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 import pytest
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
-from numa_exporter.config_file import load_pins
 from numa_exporter.model.snapshot import ProcessSample, Snapshot
 from numa_exporter.readers.accelerator_use import accelerator_source
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 BASE = ROOTS / "inference"
 EXP: dict[str, Any] = json.loads((BASE / "EXPECTED.json").read_text())
 
 
-def _config(**kw: Any) -> Config:
-    homes, accels = load_pins(BASE / "config.toml")
-    return Config(roots=Roots(BASE / "proc", BASE / "sys"), min_resident=0,
-                  home_pins=homes, accelerator_pins=accels,
-                  accelerator_records=BASE / "udev.json", **kw)
+_config = functools.partial(fixture_config, BASE, pins=True)
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ Expected values come from ``EXPECTED.json``, written out by
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from dataclasses import replace
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 from tests.e2e.exposition import values
 
 from numa_exporter.collectors.snapshot import SnapshotCollector
@@ -31,9 +32,7 @@ EXP: dict[str, Any] = json.loads((BASE / "EXPECTED.json").read_text())
 KUBELET_REASONS = ("kubelet_memory_nodes", "kubelet_cpu_nodes", "kubelet_device_node")
 
 
-def _config(**kw: Any) -> Config:
-    return Config(detail_above=0, roots=Roots(BASE / "proc", BASE / "sys", BASE / "rootfs"),
-                  min_resident=0, **kw)
+_config = functools.partial(fixture_config, BASE, rootfs=True, detail_above=0)
 
 
 def _scan(**kw: Any) -> tuple[Scanner, Snapshot, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import re
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.core import Metric
 from prometheus_client.registry import CollectorRegistry
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 from tests.e2e.exposition import values
 
 from numa_exporter.collectors import binding as binding_collector
@@ -23,11 +24,9 @@ from numa_exporter.collectors.registry import COLLECTORS
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.config import Config
-from numa_exporter.config_file import load_pins
 from numa_exporter.model import binding as binding_model
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.readers.accelerator_use import accelerator_source
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 # The switchable collectors, written out: a collector lost from the registry fails here.
@@ -35,13 +34,7 @@ NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "kubernetes", "
          "balancing", "tiers", "damon"}
 
 
-def _config(root: str, **kw: Any) -> Config:
-    base = ROOTS / root
-    if (base / "config.toml").exists():
-        kw["home_pins"], kw["accelerator_pins"] = load_pins(base / "config.toml")
-    if (base / "udev.json").exists():
-        kw["accelerator_records"] = base / "udev.json"
-    return Config(detail_above=0, roots=Roots(base / "proc", base / "sys"), min_resident=0, **kw)
+_config = functools.partial(fixture_config, pins=True, detail_above=0)
 
 
 def _scan(root: str, **kw: Any) -> tuple[Config, Snapshot]:

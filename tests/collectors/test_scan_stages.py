@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import re
 
 import pytest
-from tests.conftest import ROOTS
+from tests.conftest import fixture_config
 
-from numa_exporter.config import Config
 from numa_exporter.parsers import pid_status
 from numa_exporter.readers import process_files
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
-
-def _config(**kw: object) -> Config:
-    root = ROOTS / "two_node"
-    return Config(roots=Roots(root / "proc", root / "sys"), min_resident=0,
-                  **kw)  # type: ignore[arg-type]
+_config = functools.partial(fixture_config, "two_node")
 
 
 def test_each_stage_of_a_scan_has_its_cpu_time() -> None:

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import ROOTS
 
 from numa_exporter.config import Config
-from numa_exporter.model.system_tiers import SystemTiers
+from numa_exporter.model.tiers.host import SystemTiers
 from numa_exporter.parsers.osrelease import KernelRelease, parse_osrelease
 from numa_exporter.roots import Roots
 from numa_exporter.scan import scanner as scanner_mod

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import REPO, ROOTS
+from tests.conftest import REPO, ROOTS, fixture_config
 from tools.soak_rounds import ZOMBIE_LEADER_C
 
 from numa_exporter.config import Config
@@ -53,15 +53,11 @@ def _zombie_leader_root(tmp: Path) -> tuple[Path, bytes]:
     return root, maps
 
 
-def _config(root: Path) -> Config:
-    return Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
-
-
 def test_zombie_leader_is_read_through_a_live_thread(tmp_path: Path) -> None:
     root, _ = _zombie_leader_root(tmp_path)
-    snap = Scanner(_config(root)).scan()
+    snap = Scanner(fixture_config(root)).scan()
     (p,) = [p for p in snap.processes if p.pid == PID]
-    base = Scanner(_config(ROOTS / "two_node")).scan()
+    base = Scanner(fixture_config(ROOTS / "two_node")).scan()
     (q,) = [q for q in base.processes if q.pid == PID]
     assert p.memory == q.memory and sum(p.memory.values()) > 0  # the same bytes as before
     assert p.rss_bytes == q.rss_bytes == 140416 * 1024
@@ -76,9 +72,9 @@ def test_kernel_thread_is_known_by_pf_kthread_not_by_missing_fields(tmp_path: Pa
         fields = f.read_bytes().split(b" ")
         fields[8] = str(ZOMBIE_FLAGS | 0x00200000).encode()  # PF_KTHREAD
         f.write_bytes(b" ".join(fields))
-    snap = Scanner(_config(root)).scan()
+    snap = Scanner(fixture_config(root)).scan()
     assert PID not in {p.pid for p in snap.processes}
-    base = Scanner(_config(ROOTS / "two_node")).scan()
+    base = Scanner(fixture_config(ROOTS / "two_node")).scan()
     # a kernel thread is in no state at all: one process fewer than before
     assert sum(snap.stats.states.values()) == sum(base.stats.states.values()) - 1
 
@@ -90,10 +86,10 @@ def test_status_kthread_line_is_taken_when_present(tmp_path: Path, line: bytes) 
     root, _ = _zombie_leader_root(tmp_path)
     st = root / "proc" / str(PID) / "status"
     st.write_bytes(st.read_bytes().replace(b"Threads:", line + b"Threads:"))
-    snap = Scanner(_config(root)).scan()
+    snap = Scanner(fixture_config(root)).scan()
     assert PID in {p.pid for p in snap.processes}
     st.write_bytes(st.read_bytes().replace(line + b"Threads:", b"Kthread:\t1\nThreads:"))
-    snap = Scanner(_config(root)).scan()
+    snap = Scanner(fixture_config(root)).scan()
     assert PID not in {p.pid for p in snap.processes}  # the kernel says kernel thread
 
 

@@ -21,19 +21,6 @@ from .scenarios import BY_NAME, Scenario
 MiB = 1 << 20
 
 
-def scan_lines(log_text: str) -> list[dict[str, Any]]:
-    """Return the exporter's ``scan`` log lines (JSON format) in a log's text, parsed."""
-    scans = []
-    for line in log_text.splitlines():
-        try:
-            r = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(r, dict) and r.get("msg", r.get("event")) == "scan":
-            scans.append(r)
-    return scans
-
-
 def numa_maps_node_bytes(text: str, only: str | None = None) -> dict[int, int]:
     """Return bytes per node summed over numa_maps lines (N<node>=pages x kernelpagesize_kB).
 

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from benchmarks.scan_log import scan_records
 
 from . import guest as harness
-from .results import scan_lines
 
 pytestmark = pytest.mark.realkernel
 
@@ -64,7 +64,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = base / "cadence"
     rec: dict[str, Any] = json.loads((out / "cadence.json").read_text())
     assert not rec["errors"], f"{rec['errors']}\n{rec.get('traceback', '')}"
-    scans = scan_lines((out / "exporter.log").read_text(errors="replace"))
+    scans = scan_records((out / "exporter.log").read_text(errors="replace"))
     rec["scans"] = scans
     return rec
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from numa_exporter.inspect.diagnosis import diagnose, render, report
-from numa_exporter.model.access import ProcessFaults
-from numa_exporter.model.accessors import AccessorLocality, ProcessTiers
 from numa_exporter.model.binding import analyse
 from numa_exporter.model.home import Home, locality
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
+from numa_exporter.model.tiers.faults import ProcessFaults
+from numa_exporter.model.tiers.process import AccessorLocality, ProcessTiers
 from numa_exporter.model.topology import build_topology
 from numa_exporter.parsers.numa_maps import Kind
 

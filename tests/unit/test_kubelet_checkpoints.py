@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numa_exporter.parsers import _kubelet_checksum as gj
-from numa_exporter.parsers.cpu_manager_state import parse_cpu_manager_state
-from numa_exporter.parsers.kubelet_internal_checkpoint import (
+from numa_exporter.parsers.kubelet import go_json as gj
+from numa_exporter.parsers.kubelet.cpu_manager_state import parse_cpu_manager_state
+from numa_exporter.parsers.kubelet.kubelet_internal_checkpoint import (
     DeviceAssignment,
     parse_kubelet_internal_checkpoint,
 )
-from numa_exporter.parsers.memory_manager_state import (
+from numa_exporter.parsers.kubelet.memory_manager_state import (
     MemoryBlock,
     parse_memory_manager_state,
 )

@@ -1,5 +1,5 @@
-"""The compiled checkpoint hashing (parsers/_kubelet_fast.c) against the pure-Python
-reference in parsers/_kubelet_checksum.py, and the reader's once-per-version verification
+"""The compiled checkpoint hashing (parsers/kubelet/_kubelet_fast.c) against the pure-Python
+reference in parsers/kubelet/go_json.py, and the reader's once-per-version verification
 bounded by the scan's deadline.
 
 The checkpoints are the real kubelet files of tests/fixtures/kubelet (see its README): their
@@ -17,10 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from numa_exporter.parsers import _kubelet_checksum as gj
-from numa_exporter.parsers.cpu_manager_state import parse_cpu_manager_state
-from numa_exporter.parsers.kubelet_internal_checkpoint import parse_kubelet_internal_checkpoint
-from numa_exporter.parsers.memory_manager_state import parse_memory_manager_state
+from numa_exporter.parsers.kubelet import go_json as gj
+from numa_exporter.parsers.kubelet.cpu_manager_state import parse_cpu_manager_state
+from numa_exporter.parsers.kubelet.kubelet_internal_checkpoint import (
+    parse_kubelet_internal_checkpoint,
+)
+from numa_exporter.parsers.kubelet.memory_manager_state import parse_memory_manager_state
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kubernetes import KubernetesReader
 from numa_exporter.sources.deadline import Deadline
@@ -125,14 +127,15 @@ def test_unchanged_checkpoint_is_verified_once(tmp_path: Path,
     reader = KubernetesReader(RootFS(root))
     errors = ErrorReporter(quiet=True)
     for _ in range(3):
-        got = reader._checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint", 1 << 22,
-                                 parse_kubelet_internal_checkpoint, errors, Deadline(None))
+        got = reader.checkpoints.get(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
+                                     1 << 22, parse_kubelet_internal_checkpoint, errors,
+                                     Deadline(None))
         assert got is not None and got.checksum == "verified"
     assert len(hashed) == 1  # the cache kept the verified result
     path = root / "var" / "lib" / "kubelet" / DEVICE_CHECKPOINT
     _replace(path, path.read_bytes())  # same bytes, a new inode: a new version
-    reader._checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint", 1 << 22,
-                       parse_kubelet_internal_checkpoint, errors, Deadline(None))
+    reader.checkpoints.get(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint", 1 << 22,
+                           parse_kubelet_internal_checkpoint, errors, Deadline(None))
     assert len(hashed) == 2 and errors.parse_errors == {}
 
 
@@ -153,19 +156,19 @@ def test_a_version_that_cannot_be_verified_in_time_is_counted_not_waited_for(
     def within(seconds: float) -> Deadline:
         return Deadline(clock.now + seconds, clock=clock)
 
-    assert reader._checkpoint(*args, within(5.0)) is not None  # cost measured: 1 s
+    assert reader.checkpoints.get(*args, within(5.0)) is not None  # cost measured: 1 s
     path = root / "var" / "lib" / "kubelet" / DEVICE_CHECKPOINT
     _replace(path, path.read_bytes() + b" ")  # a new version
     before = clock.now
-    assert reader._checkpoint(*args, within(0.5)) is None  # would end past the deadline
+    assert reader.checkpoints.get(*args, within(0.5)) is None  # would end past the deadline
     assert clock.now == before  # not started
     assert errors.parse_errors == {"kubelet_internal_checkpoint": 1}
-    assert reader._checkpoint(*args, within(-1.0)) is None  # the deadline has passed
+    assert reader.checkpoints.get(*args, within(-1.0)) is None  # the deadline has passed
     stopping = threading.Event()
     stopping.set()
-    assert reader._checkpoint(*args, Deadline(None, stopping, clock)) is None  # stopping
+    assert reader.checkpoints.get(*args, Deadline(None, stopping, clock)) is None  # stopping
     assert errors.parse_errors == {"kubelet_internal_checkpoint": 3}
-    got = reader._checkpoint(*args, within(5.0))  # time enough: verified, kept
+    got = reader.checkpoints.get(*args, within(5.0))  # time enough: verified, kept
     assert got is not None and got.checksum == "verified"
-    assert reader._checkpoint(*args, within(-1.0)) is got  # unchanged: no work, no error
+    assert reader.checkpoints.get(*args, within(-1.0)) is got  # unchanged: no work, no error
     assert errors.parse_errors == {"kubelet_internal_checkpoint": 3}

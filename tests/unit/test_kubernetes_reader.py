@@ -279,7 +279,7 @@ def test_rootfs_listing_cut_at_its_time_bound_is_counted(tmp_path: Path) -> None
         (logs / f"ns_p-{i}_{i:08x}-0000-4000-8000-000000000000").mkdir()
     fs = RootFS(tmp_path, list_seconds=1.5, clock=_Ticking(1.0))
     errors = ErrorReporter(quiet=True)
-    pods = KubernetesReader(fs)._pods(errors)
+    pods = KubernetesReader(fs).pod_names(errors)
     assert errors.read_errors == {("pod_logs", "error"): 1}
     assert len(pods) == 2048  # checked every 1024 names: cut at the second check
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from numa_exporter.model.access import fault_remote_share, process_faults
-from numa_exporter.model.tiers import MemoryTiers, split_by_place
+from numa_exporter.model.tiers.faults import fault_remote_share, process_faults
+from numa_exporter.model.tiers.places import MemoryTiers, split_by_place
 from numa_exporter.parsers.cpulist import MAX_NODE_ID, parse_cpulist
 from numa_exporter.parsers.demotion_enabled import parse_demotion_enabled
 from numa_exporter.parsers.node_access import parse_node_access

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from tests.unit.unprivileged import raises_denied
 
-from numa_exporter.model.access import fault_remote_share, process_faults, task_fault_split
-from numa_exporter.model.tiers import (
+from numa_exporter.model.tiers.faults import fault_remote_share, process_faults, task_fault_split
+from numa_exporter.model.tiers.places import (
     MemoryTiers,
     amounts_by_tier,
     cpu_span,

@@ -1,9 +1,8 @@
 """The binding as intended and the threads outside it (model/thread_binding.py), and the
-per-thread share of remote hinting faults (model/access.py)."""
+per-thread share of remote hinting faults (model/tiers/faults.py)."""
 
 from __future__ import annotations
 
-from numa_exporter.model.access import process_faults, thread_fault_remote_share
 from numa_exporter.model.thread_binding import (
     ThreadCpus,
     audit,
@@ -11,6 +10,7 @@ from numa_exporter.model.thread_binding import (
     narrowest,
     thread_node,
 )
+from numa_exporter.model.tiers.faults import process_faults, thread_fault_remote_share
 from numa_exporter.parsers.pid_sched import NumaFaultsLine, SchedFaults
 
 # two nodes of two CPUs each, as the issue's multithread_split capture

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from numa_exporter.model.access import (
+from numa_exporter.model.tiers.faults import (
     ProcessFaults,
     fault_remote_share,
     process_faults,
     task_fault_split,
 )
-from numa_exporter.model.tiers import (
+from numa_exporter.model.tiers.places import (
     MemoryTiers,
     NodeClasses,
     amounts_by_tier,

@@ -15,7 +15,7 @@ from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
-from numa_exporter.model.tiers import PLACES, NodeClasses
+from numa_exporter.model.tiers.places import PLACES, NodeClasses
 
 from .base import CollectorDef
 from .families import family, pattern_family

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from numa_exporter.model.accessors import ProcessTiers
 from numa_exporter.model.snapshot import SystemSample
-from numa_exporter.model.tiers import PLACES, split_by_place
+from numa_exporter.model.tiers.places import PLACES, split_by_place
+from numa_exporter.model.tiers.process import ProcessTiers
 from numa_exporter.parsers.cpulist import format_cpulist
 
 FAULTS_ABSENT = ("none shown: balancing off or compiled out, no hinting fault taken yet, "

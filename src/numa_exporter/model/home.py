@@ -12,7 +12,7 @@ ran on (``threads``) decide as before.
 A CPU-less memory node (CXL expander, HBM, a GPU's memory) is never a thread's home: where the
 nodes with CPUs are known, each candidate keeps only those, so a candidate that names only
 CPU-less nodes gives way to the next source (an accelerator's own memory node is the
-``accelerator`` accessor's home, ``model/accessors.py``).
+``accelerator`` accessor's home, ``model/tiers/process.py``).
 """
 
 from __future__ import annotations

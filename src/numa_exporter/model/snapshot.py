@@ -6,13 +6,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from numa_exporter.model.accessors import ProcessTiers
 from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.hot_memory import DamonStatus, HotMemory
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
 from numa_exporter.model.read_times import ReadTimes
-from numa_exporter.model.system_tiers import SystemTiers
 from numa_exporter.model.thread_binding import ThreadAudit
+from numa_exporter.model.tiers.host import SystemTiers
+from numa_exporter.model.tiers.process import ProcessTiers
 from numa_exporter.model.topology import Topology
 from numa_exporter.model.weighted_interleave import InterleaveWeights
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes

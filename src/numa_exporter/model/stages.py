@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from numa_exporter.model.accessors import ProcessTiers
 from numa_exporter.model.binding import Binding
 from numa_exporter.model.cadence import Method, Plan, ReadCosts
 from numa_exporter.model.home import Home, Locality
@@ -21,6 +20,7 @@ from numa_exporter.model.kubernetes import Assignment, ContainerRef
 from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample
 from numa_exporter.model.thread_binding import ThreadAudit, ThreadCpus
 from numa_exporter.model.threads import ThreadReading
+from numa_exporter.model.tiers.process import ProcessTiers
 from numa_exporter.parsers.numa_maps import Kind
 
 

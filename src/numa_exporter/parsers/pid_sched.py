@@ -37,7 +37,7 @@ Forms this parser refuses (``numa_format`` says which one it saw):
   (SUSE backported it to its 4.12 kernel), so a version check can only be conservative. The
   parser therefore keeps the values under the labels as printed (:class:`NumaFaultsLine`);
   per-node totals (private + shared) are the same either way, and the private/shared split
-  is only trusted through ``model.access.task_fault_split`` with the kernel release.
+  is only trusted through ``model.tiers.faults.task_fault_split`` with the kernel release.
 """
 
 from __future__ import annotations

@@ -32,10 +32,10 @@ from typing import Any, TypeVar
 import structlog
 
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
-from numa_exporter.parsers import cpu_manager_state as cms
-from numa_exporter.parsers import kubelet_internal_checkpoint as kic
-from numa_exporter.parsers import memory_manager_state as mms
-from numa_exporter.parsers._checkpoint_envelope import CheckpointResult
+from numa_exporter.parsers.kubelet import cpu_manager_state as cms
+from numa_exporter.parsers.kubelet import kubelet_internal_checkpoint as kic
+from numa_exporter.parsers.kubelet import memory_manager_state as mms
+from numa_exporter.parsers.kubelet.envelope import CheckpointResult
 from numa_exporter.parsers.kubepods_cgroup import ID_PREFIX, KubepodsCgroup, kubepods_of
 from numa_exporter.parsers.oci_config import MAX_BYTES as MAX_OCI_BYTES
 from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
@@ -113,31 +113,25 @@ class _Builder:
         return Assignment(mem_nodes or None, dict(memory), cpus, cpu_nodes, dict(devices))
 
 
-class KubernetesReader:
-    """Reads the node's Kubernetes files under a root; keeps what it parsed between reads."""
+class CheckpointCache:
+    """The kubelet's checkpoints under a root, each parsed and verified once per file version
+    (device, inode, size and mtime) and kept while unchanged."""
 
     def __init__(self, fs: RootFS,
                  cpu_clock: Callable[[], float] = time.thread_time) -> None:
         self.fs, self.cpu_clock = fs, cpu_clock
-        self._checkpoints: dict[str, _Cached] = {}
+        self._parsed: dict[str, _Cached] = {}
         self._seconds_per_byte: dict[str, float] = {}  # of the last verification of each
-        self._specs: dict[str, OciConfig | None] = {}
-        self._quiet_said = False
-        self._log_dirs: tuple[tuple[str, ...], dict[str, tuple[str, str]]] = ((), {})
 
-    # --- files -------------------------------------------------------------------------
-
-    def _usable_checkpoint(self, name: str, source: str, limit: int,
-                           parse: Callable[[bytes], C], errors: ErrorReporter,
-                           deadline: Deadline | None = None) -> C | None:
+    def usable(self, name: str, source: str, limit: int, parse: Callable[[bytes], C],
+               errors: ErrorReporter, deadline: Deadline | None = None) -> C | None:
         """Return the parsed kubelet checkpoint ``name`` when its assignments can be used;
         None when it is absent, unreadable, refused or not verified by ``deadline``. Its
         errors are reported each call."""
-        found = self._checkpoint(name, source, limit, parse, errors, deadline)
+        found = self.get(name, source, limit, parse, errors, deadline)
         if found is None:
             return None
-        self._report(source, self.fs.kubelet_path(name), found.error, found.error_count,
-                     errors)
+        report(source, self.fs.kubelet_path(name), found.error, found.error_count, errors)
         return found if found.usable else None
 
     def _late(self, host_path: str, size: int, deadline: Deadline | None) -> bool:
@@ -151,17 +145,16 @@ class KubernetesReader:
         cost = size * self._seconds_per_byte.get(host_path, 0.0)
         return deadline.at is not None and deadline.clock() + cost > deadline.at
 
-    def _checkpoint(self, name: str, source: str, limit: int,
-                    parse: Callable[[bytes], T], errors: ErrorReporter,
-                    deadline: Deadline | None = None) -> T | None:
+    def get(self, name: str, source: str, limit: int, parse: Callable[[bytes], T],
+            errors: ErrorReporter, deadline: Deadline | None = None) -> T | None:
         """Return the parsed kubelet checkpoint ``name``, from cache while it is unchanged;
         None when absent, unreadable or not verified by ``deadline`` (counted)."""
         host_path = self.fs.kubelet_path(name)
         sig = self.fs.signature(host_path)
         if sig is None:
-            self._checkpoints.pop(host_path, None)
+            self._parsed.pop(host_path, None)
             return None
-        cached = self._checkpoints.get(host_path)
+        cached = self._parsed.get(host_path)
         if cached is not None and cached.signature == sig:
             value: T = cached.value
             return value
@@ -182,15 +175,31 @@ class KubernetesReader:
             errors.bug(source, host_path, exc)
             return None
         self._seconds_per_byte[host_path] = (self.cpu_clock() - started) / max(len(data), 1)
-        self._checkpoints[host_path] = _Cached(sig, parsed)
+        self._parsed[host_path] = _Cached(sig, parsed)
         return parsed
 
-    def _report(self, source: str, host_path: str, error: str, count: int,
-                errors: ErrorReporter) -> None:
-        if count or error:
-            errors.parse(source, host_path, max(count, 1), error=error)
 
-    def _spec(self, cid: str, errors: ErrorReporter) -> OciConfig | None:
+def report(source: str, host_path: str, error: str, count: int,
+           errors: ErrorReporter) -> None:
+    """Count a kubelet or runtime file's parse errors, if any; returns nothing."""
+    if count or error:
+        errors.parse(source, host_path, max(count, 1), error=error)
+
+
+class KubernetesReader:
+    """Reads the node's Kubernetes files under a root; keeps what it parsed between reads."""
+
+    def __init__(self, fs: RootFS,
+                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
+        self.fs = fs
+        self.checkpoints = CheckpointCache(fs, cpu_clock)
+        self._specs: dict[str, OciConfig | None] = {}
+        self._quiet_said = False
+        self._log_dirs: tuple[tuple[str, ...], dict[str, tuple[str, str]]] = ((), {})
+
+    # --- files -------------------------------------------------------------------------
+
+    def spec(self, cid: str, errors: ErrorReporter) -> OciConfig | None:
         """Return the runtime spec of container ``cid`` (containerd's, else CRI-O's)."""
         if cid in self._specs:
             return self._specs[cid]
@@ -207,7 +216,7 @@ class KubernetesReader:
                 continue
             found = parse_oci_config(data)
             if found.error_count:
-                self._report(source, host_path, found.error, found.error_count, errors)
+                report(source, host_path, found.error, found.error_count, errors)
             if not found.runtime:
                 found = OciConfig(runtime="containerd" if source == "containerd_spec"
                                   else "cri-o", type=found.type)
@@ -217,7 +226,7 @@ class KubernetesReader:
         self._specs[cid] = found
         return found
 
-    def _pods(self, errors: ErrorReporter) -> dict[str, tuple[str, str]]:
+    def pod_names(self, errors: ErrorReporter) -> dict[str, tuple[str, str]]:
         """Return pod UID -> (namespace, name) from the pod log directories' names (parsed
         again only when the listing is a new one: the root keeps an unchanged directory's)."""
         try:
@@ -260,19 +269,34 @@ class KubernetesReader:
             session.container(g)
         return session.view()
 
-    def _ref(self, k: KubepodsCgroup, spec: OciConfig | None,
-             pods: Mapping[str, tuple[str, str]]) -> ContainerRef:
-        runtime = k.runtime or (spec.runtime if spec is not None else "")
-        kind = k.kind
-        if spec is not None and spec.type == "sandbox" and kind == "container":
-            kind = "sandbox"
-        namespace, pod = pods.get(k.pod_uid, ("", ""))
-        container = ""
-        if spec is not None and (not spec.uid or spec.uid == k.pod_uid):
-            namespace, pod = spec.namespace or namespace, spec.pod or pod
-            container = spec.container if kind == "container" else ""
-        cid = ID_PREFIX.get(runtime, "") + k.container_id if k.container_id else ""
-        return ContainerRef(k.pod_uid, k.qos, namespace, pod, container, cid, kind, runtime)
+    def note_no_pods(self) -> None:
+        """Log, once until a pod is met again, that no process sits in a pod cgroup."""
+        if not self._quiet_said:
+            log.debug("no process in a Kubernetes pod cgroup; kubelet files not read")
+            self._quiet_said = True
+
+    def keep_specs(self, ids: set[str]) -> None:
+        """End a scan that met pods: forget the runtime specs of containers not in ``ids``."""
+        self._quiet_said = False
+        for cid in [c for c in self._specs if c not in ids]:
+            del self._specs[cid]
+
+
+def container_ref(k: KubepodsCgroup, spec: OciConfig | None,
+                  pods: Mapping[str, tuple[str, str]]) -> ContainerRef:
+    """Return the container a kubepods cgroup is, named from its runtime spec (else the pod
+    log directories' names)."""
+    runtime = k.runtime or (spec.runtime if spec is not None else "")
+    kind = k.kind
+    if spec is not None and spec.type == "sandbox" and kind == "container":
+        kind = "sandbox"
+    namespace, pod = pods.get(k.pod_uid, ("", ""))
+    container = ""
+    if spec is not None and (not spec.uid or spec.uid == k.pod_uid):
+        namespace, pod = spec.namespace or namespace, spec.pod or pod
+        container = spec.container if kind == "container" else ""
+    cid = ID_PREFIX.get(runtime, "") + k.container_id if k.container_id else ""
+    return ContainerRef(k.pod_uid, k.qos, namespace, pod, container, cid, kind, runtime)
 
 
 def cgroup_key(g: ProcCgroup) -> str | None:
@@ -311,10 +335,10 @@ class KubernetesScan:
         if k is None:
             return None
         if self._pods is None:
-            self._pods = self.reader._pods(self.errors)
-        spec = self.reader._spec(k.container_id, self.errors) if k.container_id else None
+            self._pods = self.reader.pod_names(self.errors)
+        spec = self.reader.spec(k.container_id, self.errors) if k.container_id else None
         self._seen_ids.add(k.container_id)
-        ref = self.reader._ref(k, spec, self._pods)
+        ref = container_ref(k, spec, self._pods)
         self._cgroups[key] = ref
         return ref
 
@@ -356,14 +380,13 @@ class KubernetesScan:
         if self._loaded:
             return
         self._loaded = True
-        r, errors, b, end = self.reader, self.errors, self._b, self.deadline
-        cpu = r._usable_checkpoint(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
-                                   cms.parse_cpu_manager_state, errors, end)
-        mem = r._usable_checkpoint(MEMORY_MANAGER_STATE, "memory_manager_state",
-                                   mms.MAX_BYTES, mms.parse_memory_manager_state, errors, end)
-        dev = r._usable_checkpoint(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint",
-                                   kic.MAX_BYTES, kic.parse_kubelet_internal_checkpoint, errors,
-                                   end)
+        cache, errors, b, end = self.reader.checkpoints, self.errors, self._b, self.deadline
+        cpu = cache.usable(CPU_MANAGER_STATE, "cpu_manager_state", cms.MAX_BYTES,
+                           cms.parse_cpu_manager_state, errors, end)
+        mem = cache.usable(MEMORY_MANAGER_STATE, "memory_manager_state", mms.MAX_BYTES,
+                           mms.parse_memory_manager_state, errors, end)
+        dev = cache.usable(DEVICE_CHECKPOINT, "kubelet_internal_checkpoint", kic.MAX_BYTES,
+                           kic.parse_kubelet_internal_checkpoint, errors, end)
         if cpu is not None:
             b.cpus.update(cpu.containers)
             b.cpus_by_id.update(cpu.by_container_id)
@@ -383,15 +406,10 @@ class KubernetesScan:
     def view(self) -> KubernetesView:
         """Return what this scan found: every pod cgroup met, every assignment of the
         checkpoints, unknown nodes and CPUs reported once."""
-        r = self.reader
         if not self._cgroups:
-            if not r._quiet_said:
-                log.debug("no process in a Kubernetes pod cgroup; kubelet files not read")
-                r._quiet_said = True
+            self.reader.note_no_pods()
             return KubernetesView()
-        r._quiet_said = False
-        for cid in [c for c in r._specs if c not in self._seen_ids]:
-            del r._specs[cid]
+        self.reader.keep_specs(self._seen_ids)
         cgroups = dict(sorted(self._cgroups.items()))
         for ref in cgroups.values():
             self.assignment(ref)  # pod-level resources of the containers met

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from numa_exporter.model.system_tiers import SystemTiers
-from numa_exporter.model.tiers import MemoryTiers, NodeClasses
+from numa_exporter.model.tiers.host import SystemTiers
+from numa_exporter.model.tiers.places import MemoryTiers, NodeClasses
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.cpulist import MAX_NODE_ID, parse_cpulist
 from numa_exporter.parsers.demotion_enabled import parse_demotion_enabled

@@ -17,7 +17,6 @@ from typing import Protocol
 import structlog
 
 from numa_exporter.config import Config
-from numa_exporter.model.accessors import HostTiers, ProcessTiers, process_tiers
 from numa_exporter.model.binding import Binding, analyse
 from numa_exporter.model.cadence import Plan
 from numa_exporter.model.clock import ScanTime
@@ -40,6 +39,8 @@ from numa_exporter.model.stages import (
 )
 from numa_exporter.model.thread_binding import ThreadAudit, ThreadCpus, audit, thread_node
 from numa_exporter.model.threads import ThreadReading
+from numa_exporter.model.tiers.host import HostTiers
+from numa_exporter.model.tiers.process import ProcessTiers, process_tiers
 from numa_exporter.model.topology import Topology
 from numa_exporter.model.weighted_interleave import weighted_deviation_ratio
 from numa_exporter.parsers.cpulist import MAX_NODE_ID

@@ -32,7 +32,7 @@ from numa_exporter.model.snapshot import (
     SystemSample,
     new_outcomes,
 )
-from numa_exporter.model.system_tiers import SystemTiers
+from numa_exporter.model.tiers.host import SystemTiers
 from numa_exporter.model.topology import Topology, build_topology
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.readers.accelerator_use import AcceleratorMap

@@ -1,5 +1,5 @@
 /*
- * Compiled helpers of the kubelet checkpoint checksum (_kubelet_checksum.py holds the
+ * Compiled helpers of the kubelet checkpoint checksum (go_json.py holds the
  * reference implementations; a property test holds the two together).
  *
  * fnv32a(data, h=0x811c9dc5) -> int: the 32-bit FNV-1a hash of data (Go's hash/fnv

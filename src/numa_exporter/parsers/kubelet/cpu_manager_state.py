@@ -10,7 +10,7 @@ Formats, as ``pkg/kubelet/cm/cpumanager/state/checkpoint.go`` defines them (all 
   of ``{policyName, defaultCpuSet, entries, podEntries}``, and ``"dataChecksum"`` over it.
   ``data`` is authoritative; the outer fields are ignored, as the kubelet ignores them.
 
-The checksum is verified as the kubelet computes it (``_kubelet_checksum``): v4's
+The checksum is verified as the kubelet computes it (``go_json``): v4's
 ``dataChecksum`` is FNV-32a of go-spew's ``(string)<data>``; v1-v3 hash the whole struct
 with ``Checksum`` zeroed. Kubelets have hashed v2/v3 files under the type names
 ``CPUManagerCheckpoint``, ``CPUManagerCheckpointV2`` and ``CPUManagerCheckpointV3``, and with
@@ -27,10 +27,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from numa_exporter.parsers import _checkpoint_envelope as envelope
-from numa_exporter.parsers import _kubelet_checksum as gj
-from numa_exporter.parsers._checkpoint_envelope import Checksum
 from numa_exporter.parsers.cpulist import format_cpulist, parse_cpulist
+from numa_exporter.parsers.kubelet import envelope
+from numa_exporter.parsers.kubelet import go_json as gj
+from numa_exporter.parsers.kubelet.envelope import Checksum
 
 MAX_BYTES = 1 << 20  # a few hundred bytes per container; 1 MiB is thousands of pods
 MAX_ENTRIES = 65_536  # containers (or pods) kept; more is not a kubelet's file

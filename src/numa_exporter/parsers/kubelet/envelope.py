@@ -5,7 +5,7 @@ are each one JSON object with a stored checksum (``pkg/kubelet/checkpointmanager
 newer CPU and Memory Manager forms wrap their data in a ``data`` string with a
 ``dataChecksum`` over it. This module bounds and opens the file, reads the stored checksum,
 verifies the ``data`` form and says what a checksum check found, and marks a result the
-kubelet would refuse. The Go decoding and the hashes themselves are ``_kubelet_checksum``.
+kubelet would refuse. The Go decoding and the hashes themselves are ``go_json``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any, Literal, TypeVar
 
-from numa_exporter.parsers import _kubelet_checksum as gj
+from numa_exporter.parsers.kubelet import go_json as gj
 
 Checksum = Literal["verified", "absent", "mismatch", "unverifiable", ""]
 REFUSED = "checksum does not match; the kubelet would refuse this checkpoint"

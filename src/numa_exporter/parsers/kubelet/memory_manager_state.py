@@ -13,7 +13,7 @@ them (JSON):
   of ``{policyName, machineState, entries, podEntries}``, and ``"dataChecksum"`` over it.
   ``data`` is authoritative.
 
-Checksums are verified as the kubelet computes them (``_kubelet_checksum``): v3's over the
+Checksums are verified as the kubelet computes them (``go_json``): v3's over the
 data string, v1/v2's over the struct (type name ``MemoryManagerCheckpoint``, as every
 kubelet writes it; ``MemoryManagerCheckpointV2`` is tried too). A zero v1 checksum is
 accepted unverified, as the kubelet accepts it.
@@ -28,10 +28,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from numa_exporter.parsers import _checkpoint_envelope as envelope
-from numa_exporter.parsers import _kubelet_checksum as gj
-from numa_exporter.parsers._checkpoint_envelope import Checksum
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
+from numa_exporter.parsers.kubelet import envelope
+from numa_exporter.parsers.kubelet import go_json as gj
+from numa_exporter.parsers.kubelet.envelope import Checksum
 
 MAX_BYTES = 1 << 20
 MAX_BLOCKS = 65_536

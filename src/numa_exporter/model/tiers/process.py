@@ -3,22 +3,23 @@
 Pure: built by ``scan/process.py`` from what the readers gave (per-node bytes, the process's
 home, the node classes and tiers of the host, the threads' hinting-fault blocks). The
 definitions (local / remote / far, accessors, spans, the fault share) are in
-``model/tiers.py``, ``model/access.py`` and docs/tiers.md.
+``model/tiers/places.py``, ``model/tiers/faults.py`` and docs/tiers.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
-from numa_exporter.model.access import (
+from numa_exporter.model.tiers.faults import (
     ProcessFaults,
     fault_remote_share,
     process_faults,
     thread_fault_remote_share,
 )
-from numa_exporter.model.tiers import (
+from numa_exporter.model.tiers.host import HostTiers
+from numa_exporter.model.tiers.places import (
     PLACES,
     Place,
     amounts_by_tier,
@@ -51,23 +52,6 @@ class AccessorLocality:
 
 
 @dataclass(frozen=True, slots=True)
-class HostTiers:
-    """What a process's view needs to know about the host (static between topology changes).
-
-    ``cpu_nodes``: nodes with CPUs; ``memory_nodes``: nodes with memory (None: unknown);
-    ``tier_of``: node -> memory tier id (empty without memory tiering); ``node_cpus``: the
-    CPUs of each node; ``accelerator_memory``: PCI address -> the accelerator's own memory
-    nodes (declared in the config file).
-    """
-
-    cpu_nodes: frozenset[int] = frozenset()
-    memory_nodes: frozenset[int] | None = None
-    tier_of: Mapping[int, int] = field(default_factory=dict)
-    node_cpus: Mapping[int, frozenset[int]] = field(default_factory=dict)
-    accelerator_memory: Mapping[str, frozenset[int]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class ProcessTiers:
     """A process's locality by accessor, bytes by tier, spans and hinting faults.
 
@@ -84,7 +68,7 @@ class ProcessTiers:
     memory_span: int | None
     faults: ProcessFaults | None = None
     fault_remote_share: float | None = None
-    # the share of faults a thread took off its own node (model.access)
+    # the share of faults a thread took off its own node (model.tiers.faults)
     thread_fault_remote_share: float | None = None
 
     def accessor(self, name: Accessor) -> AccessorLocality | None:
@@ -140,5 +124,4 @@ def process_tiers(node_bytes: Mapping[int, int], cpu_home: frozenset[int], host:
     )
 
 
-__all__ = ["PLACES", "AccessorLocality", "HostTiers", "ProcessTiers", "accelerator_home",
-           "process_tiers"]
+__all__ = ["PLACES", "AccessorLocality", "ProcessTiers", "accelerator_home", "process_tiers"]

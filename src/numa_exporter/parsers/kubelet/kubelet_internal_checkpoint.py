@@ -26,9 +26,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from numa_exporter.parsers import _checkpoint_envelope as envelope
-from numa_exporter.parsers import _kubelet_checksum as gj
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
+from numa_exporter.parsers.kubelet import envelope
+from numa_exporter.parsers.kubelet import go_json as gj
 
 MAX_BYTES = 4 << 20  # AllocResp (the plugin's Allocate answer) is the bulk: ~1 KiB a device
 MAX_ENTRIES = 65_536

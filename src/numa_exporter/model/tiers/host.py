@@ -1,4 +1,5 @@
-"""The host's node classes, memory tiers and HMAT performance, as one value.
+"""The host's node classes, memory tiers and HMAT performance, as one value, and what a
+process's view needs of them (``HostTiers``).
 
 Read by ``readers/tiers.py`` once and again on each topology change (none of it changes
 otherwise); each scan's :class:`~numa_exporter.model.snapshot.SystemSample` carries it.
@@ -9,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from numa_exporter.model.accessors import HostTiers
-from numa_exporter.model.tiers import MemoryTiers, NodeClasses
+from numa_exporter.model.tiers.places import MemoryTiers, NodeClasses
 from numa_exporter.model.topology import Topology
 from numa_exporter.parsers.node_access import NodeAccess
 from numa_exporter.parsers.osrelease import KernelRelease
@@ -18,6 +18,23 @@ from numa_exporter.parsers.osrelease import KernelRelease
 # 4.2 (397f2378f136) printed the fault block in today's form; 3.13-4.1 printed the legacy
 # form and reset numa_pages_migrated on every read of sched
 SCHED_CURRENT_FORM = (4, 2)
+
+
+@dataclass(frozen=True, slots=True)
+class HostTiers:
+    """What a process's view needs to know about the host (static between topology changes).
+
+    ``cpu_nodes``: nodes with CPUs; ``memory_nodes``: nodes with memory (None: unknown);
+    ``tier_of``: node -> memory tier id (empty without memory tiering); ``node_cpus``: the
+    CPUs of each node; ``accelerator_memory``: PCI address -> the accelerator's own memory
+    nodes (declared in the config file).
+    """
+
+    cpu_nodes: frozenset[int] = frozenset()
+    memory_nodes: frozenset[int] | None = None
+    tier_of: Mapping[int, int] = field(default_factory=dict)
+    node_cpus: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    accelerator_memory: Mapping[str, frozenset[int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

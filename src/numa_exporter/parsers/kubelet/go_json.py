@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 try:
-    from numa_exporter.parsers import _kubelet_fast
+    from numa_exporter.parsers.kubelet import _kubelet_fast
 except ImportError:  # built without a C compiler
     _kubelet_fast = None  # type: ignore[assignment]
 
