@@ -23,6 +23,8 @@ and four ``rkthreads`` workloads (workloads/rkthreads.c), one after the other:
    --cpunodebind=0 --membind=0`` sleeps in pause(); ``taskset -a -p`` moves all its threads
    to node 1's CPUs. The home (``binding``) must name node 1 within one interval: a scan begun
    after the change has finished (the scan counter moved by at most two).
+   The same with the sleeper moved into a cgroup v2 group whose ``cpuset.cpus`` are node 1's
+   (the kernel rewrites every thread's mask on the move).
 4. **growth while sleeping**: a process holding 8 MiB (below the minimum) of a 264 MiB
    mapping sleeps; the runner writes 256 MiB into the rest with process_vm_writev. It must be
    served, with its bytes, within one interval in the same sense.
@@ -246,13 +248,30 @@ def test_taskset_on_a_sleeping_process_shows_within_one_interval(run: Run) -> No
     before, after = run.scrape("taskset-before"), run.scrape("taskset-after")
     assert _home(before, pid) == [("binding", "0")]
     assert (before.ratio(pid) or 0.0) <= 0.05
-    node1 = set(_allowed(run.kernel("taskset-after")).values())
-    assert len(node1) == 1 and node1 != set(_allowed(run.kernel("taskset-before")).values())
+    masks = {frozenset(m) for m in _allowed(run.kernel("taskset-after")).values()}
+    was = {frozenset(m) for m in _allowed(run.kernel("taskset-before")).values()}
+    assert len(masks) == 1 and masks != was, (was, masks)  # every thread moved
     assert sc["shown"], sc
     assert _home(after, pid) == [("binding", "1")]
     # its memory stayed on node 0 (--membind=0): now all of it is remote
     assert (after.ratio(pid) or 0.0) >= 0.95
     assert after.value("numa_process_threads_outside_binding", pid=str(pid)) == 0
+    assert sc["shown_at"] - sc["changed_at"] <= 2, sc
+
+
+def test_cpuset_cgroup_move_of_a_sleeping_process_shows_within_one_interval(run: Run
+                                                                          ) -> None:
+    _no_errors(run, "cgroup")
+    sc = run.scenario("cgroup")
+    pid = sc["pid"]
+    before, after = run.scrape("cgroup-before"), run.scrape("cgroup-after")
+    assert _home(before, pid) == [("binding", "0")]
+    kernel = run.kernel("cgroup-after")
+    assert (kernel / "cgroup").read_text().strip() == "0::/rk-threads"
+    masks = {frozenset(m) for m in _allowed(kernel).values()}
+    assert masks == {frozenset(_cpus("1"))}, masks  # CPU 1 is node 1's in the 2-node guest
+    assert sc["shown"], sc
+    assert _home(after, pid) == [("binding", "1")]
     assert sc["shown_at"] - sc["changed_at"] <= 2, sc
 
 

@@ -11,6 +11,8 @@ watches ``rkthreads`` workloads started one after the other, each killed before 
 * ``taskset``: ``rkthreads sleeper`` (80 MiB, three threads) under ``numactl
   --cpunodebind=0 --membind=0`` sleeps; ``taskset -a -p`` moves every thread to node 1's
   CPUs and this polls until the home names node 1;
+* ``cgroup``: the same sleeper, moved into a cgroup v2 group whose ``cpuset.cpus`` are node
+  1's: polls until the home names node 1;
 * ``latebind``: ``rkthreads latebind`` (two threads created before the main thread bound
   itself to node 0, each 32 MiB bound to node 1; two created after, 48 MiB each on node 0);
 * ``cross``: balancing on, ``rkthreads cross`` (a thread on each node reading 40 MiB bound
@@ -192,9 +194,11 @@ def grow(exp: Exporter, plan: dict[str, Any], out: Path, res: dict[str, Any],
     res["grow"]["written_at"] = at
     res["grow"]["written_done"] = exp.now()
     n, text, ok = exp.until(lambda t: bool(samples(t, "numa_process_info", pid)), 10, 120)
-    (out / "grow-after.prom").write_text(text)
-    kernel_files(pid, out / "grow-after.kernel")
+    (out / "grow-shown.prom").write_text(text)
     res["grow"].update(shown=ok, shown_at=n)
+    # the bytes: from a scan begun after the write was done (the first scrape to show the
+    # process may come from a scan that read it halfway through the write)
+    res["grow"]["after"] = capture(exp, pid, "grow-after", out)
 
 
 def taskset(exp: Exporter, plan: dict[str, Any], out: Path, res: dict[str, Any],
@@ -220,6 +224,35 @@ def taskset(exp: Exporter, plan: dict[str, Any], out: Path, res: dict[str, Any],
     (out / "taskset-after.prom").write_text(text)
     kernel_files(pid, out / "taskset-after.kernel")
     res["taskset"].update(shown=ok, shown_at=n)
+
+
+def cgroup(exp: Exporter, plan: dict[str, Any], out: Path, res: dict[str, Any],
+           procs: list[subprocess.Popen[bytes]]) -> None:
+    """A sleeping process moved into a cgroup v2 cpuset of node 1's CPUs."""
+    info = start(["numactl", "--cpunodebind=0", "--membind=0", plan["rkthreads"], "sleeper",
+                  "/tmp/rk-thr-cgroup", "80", "3"], "cgroup", out, procs)
+    pid = int(info["pid"])
+    res["cgroup"] = {"pid": pid, "tids": info["tids"]}
+    root = Path("/sys/fs/cgroup")
+    (root / "cgroup.subtree_control").write_text("+cpuset")
+    group = root / "rk-threads"
+    group.mkdir(exist_ok=True)
+    (group / "cpuset.cpus").write_text(node_cpus(1))
+    exp.next_scan(exp.now() + 1)
+    res["cgroup"]["before"] = capture(exp, pid, "cgroup-before", out)
+    at = exp.now()
+    (group / "cgroup.procs").write_text(str(pid))  # every thread of it
+    res["cgroup"]["changed_at"] = at
+
+    def home1(text: str) -> bool:
+        return any(lab.get("nodes") == "1"
+                   for lab, _ in samples(text, "numa_process_home_nodes_info", pid))
+
+    n, text, ok = exp.until(home1, 10, 120)
+    (out / "cgroup-after.prom").write_text(text)
+    kernel_files(pid, out / "cgroup-after.kernel")
+    (out / "cgroup-after.kernel" / "cgroup").write_text(Path(f"/proc/{pid}/cgroup").read_text())
+    res["cgroup"].update(shown=ok, shown_at=n)
 
 
 def latebind(exp: Exporter, plan: dict[str, Any], out: Path, res: dict[str, Any],
@@ -282,7 +315,7 @@ def main() -> int:
         res["exporter_argv"] = exp.argv
         exp.next_scan(1, timeout=240)
         res["elapsed"]["exporter_ready"] = round(time.monotonic() - t0, 1)
-        for step in (grow, taskset, latebind, cross):
+        for step in (grow, taskset, cgroup, latebind, cross):
             procs: list[subprocess.Popen[bytes]] = []
             t = time.monotonic()
             try:
