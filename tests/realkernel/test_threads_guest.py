@@ -18,7 +18,8 @@ and four ``rkthreads`` workloads (workloads/rkthreads.c), one after the other:
    agree with the kernel's own per-thread ``sched`` figures, while
    ``numa_process_fault_remote_ratio`` (summed faults against the union of the threads'
    nodes) reads local. The workload is stopped around each capture so that the decayed
-   counts hold still.
+   counts hold still. (On 6.12 nearly all faults came from the thread on node 0 - 3 of
+   ~11 700 from the other; the share is over the faults the kernel gives.)
 3. **taskset on a sleeper**: a three-thread process started under ``numactl
    --cpunodebind=0 --membind=0`` sleeps in pause(); ``taskset -a -p`` moves all its threads
    to node 1's CPUs. The home (``binding``) must name node 1 within one interval: a scan begun
@@ -245,18 +246,19 @@ def test_taskset_on_a_sleeping_process_shows_within_one_interval(run: Run) -> No
     sc = run.scenario("taskset")
     pid = sc["pid"]
     assert sc["taskset_rc"] == 0, sc["taskset_out"]
-    before, after = run.scrape("taskset-before"), run.scrape("taskset-after")
-    assert _home(before, pid) == [("binding", "0")]
-    assert (before.ratio(pid) or 0.0) <= 0.05
     masks = {frozenset(m) for m in _allowed(run.kernel("taskset-after")).values()}
     was = {frozenset(m) for m in _allowed(run.kernel("taskset-before")).values()}
     assert len(masks) == 1 and masks != was, (was, masks)  # every thread moved
-    assert sc["shown"], sc
+    # the home names node 1 (polled for up to 10 scans), from a scan begun after the change
+    assert sc["shown"], f"home never named node 1 within 10 scans: {sc}"
+    assert sc["shown_at"] - sc["changed_at"] <= 2, sc
+    before, after = run.scrape("taskset-before"), run.scrape("taskset-after")
+    assert _home(before, pid) == [("binding", "0")]
+    assert (before.ratio(pid) or 0.0) <= 0.05
     assert _home(after, pid) == [("binding", "1")]
     # its memory stayed on node 0 (--membind=0): now all of it is remote
     assert (after.ratio(pid) or 0.0) >= 0.95
     assert after.value("numa_process_threads_outside_binding", pid=str(pid)) == 0
-    assert sc["shown_at"] - sc["changed_at"] <= 2, sc
 
 
 def test_cpuset_cgroup_move_of_a_sleeping_process_shows_within_one_interval(run: Run
@@ -264,15 +266,15 @@ def test_cpuset_cgroup_move_of_a_sleeping_process_shows_within_one_interval(run:
     _no_errors(run, "cgroup")
     sc = run.scenario("cgroup")
     pid = sc["pid"]
-    before, after = run.scrape("cgroup-before"), run.scrape("cgroup-after")
-    assert _home(before, pid) == [("binding", "0")]
     kernel = run.kernel("cgroup-after")
     assert (kernel / "cgroup").read_text().strip() == "0::/rk-threads"
     masks = {frozenset(m) for m in _allowed(kernel).values()}
     assert masks == {frozenset(_cpus("1"))}, masks  # CPU 1 is node 1's in the 2-node guest
-    assert sc["shown"], sc
-    assert _home(after, pid) == [("binding", "1")]
+    assert sc["shown"], f"home never named node 1 within 10 scans: {sc}"
     assert sc["shown_at"] - sc["changed_at"] <= 2, sc
+    before, after = run.scrape("cgroup-before"), run.scrape("cgroup-after")
+    assert _home(before, pid) == [("binding", "0")]
+    assert _home(after, pid) == [("binding", "1")]
 
 
 def test_a_sleeping_process_grown_by_another_appears_within_one_interval(run: Run) -> None:
@@ -282,7 +284,7 @@ def test_a_sleeping_process_grown_by_another_appears_within_one_interval(run: Ru
     assert run.scrape("grow-before").select("numa_process_info", pid=str(pid)) == []
     before = sum(run.numa_maps("grow-before").values())
     assert before < 64 * MiB, before
-    assert sc["shown"], sc
+    assert sc["shown"], f"not served within 10 scans of the write: {sc}"
     after = run.scrape("grow-after")
     kern = sum(run.numa_maps("grow-after").values())
     assert kern >= before + 256 * MiB
