@@ -223,7 +223,7 @@ def run_daemon(config: Config, web: WebSettings | None = None,
         print(f"numa-exporter: error: cannot listen on {config.listen_address}: {exc.strerror}",
               file=sys.stderr)
         return 1
-    app.sampler.listeners.append(server.snapshot_published)  # render each snapshot at once
+    app.sampler.listeners.append(server.snapshot_published)  # render ahead while scraped
     log.info("listening", address=config.listen_address, path=config.telemetry_path,
              tls=web.config.tls is not None, basic_auth=bool(web.config.users),
              version=__version__, procfs=str(config.roots.procfs),

@@ -218,3 +218,22 @@ def test_assignments_per_numa_node(scanned: tuple[Scanner, Snapshot, str]) -> No
     # exclusive CPUs: the checkpoint's 1-3 (node 0: CPUs 0-13) and 14-16 (node 1: 14-27)
     cpus = {s["node"]: v for s, v in values(text, "numa_kubelet_node_assigned_cpus")}
     assert cpus == {"0": 3, "1": 3}
+
+
+def test_memory_reserved_per_numa_node(scanned: tuple[Scanner, Snapshot, str]) -> None:
+    _, _, text = scanned
+    # expected from the checkpoint's container entries (every block here is on one node);
+    # the exporter serves machineState's per-node account, which must agree with them
+    state = json.loads((BASE / "rootfs/var/lib/kubelet/memory_manager_state").read_text())
+    want: dict[tuple[str, str], int] = {}
+    for containers in state["entries"].values():
+        for blocks in containers.values():
+            for b in blocks:
+                (node,) = b["numaAffinity"]
+                key = (str(node), b["type"])
+                want[key] = want.get(key, 0) + b["size"]
+    got = {(s["node"], s["resource"]): v
+           for s, v in values(text, "numa_kubelet_node_assigned_memory_bytes")}
+    assert {k: v for k, v in got.items() if v} == want
+    assert want == {("0", "memory"): 3 << 30, ("0", "hugepages-1Gi"): 2 << 30}
+    assert got[("1", "memory")] == 0  # node 1: nothing reserved, served as 0

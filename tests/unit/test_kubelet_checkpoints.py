@@ -235,6 +235,7 @@ def test_memory_v1_kubelet_vector() -> None:
     assert (s.version, s.checksum, s.policy) == ("v1", "verified", "static")
     assert s.machine_nodes == frozenset({0})
     assert s.containers == {("pod", "container1"): (MemoryBlock(frozenset({0}), "memory", 512),)}
+    assert s.reserved == {(0, "memory"): 512}  # machineState's memoryMap.memory.reserved
 
 
 def test_memory_v2_pod_entries_kubelet_vector() -> None:
@@ -271,6 +272,18 @@ def test_memory_nodes_out_of_range_are_dropped_and_counted() -> None:
     assert s.containers == {("u", "c"): (MemoryBlock(frozenset({0, 1}), "memory", 1),)}
     assert s.machine_nodes == frozenset({0})
     assert s.error_count == 3 and s.usable
+
+
+def test_memory_reserved_per_node_and_type_from_machine_state() -> None:
+    # two nodes, memory and 2 MiB hugepages; a node with a null table and one out of range
+    s = parse_memory_manager_state(
+        b'{"policyName":"Static","machineState":{'
+        b'"0":{"memoryMap":{"memory":{"total":8,"reserved":3},'
+        b'"hugepages-2Mi":{"total":4,"reserved":2097152}}},'
+        b'"1":{"memoryMap":{"memory":{"total":8,"reserved":5},"hugepages-1Gi":null}},'
+        b'"4096":{"memoryMap":{"memory":{"reserved":7}}},"2":{}},"entries":{},"checksum":0}')
+    assert s.reserved == {(0, "hugepages-2Mi"): 2097152, (0, "memory"): 3, (1, "memory"): 5}
+    assert s.machine_nodes == frozenset({0, 1, 2})
 
 
 @pytest.mark.parametrize("data", [

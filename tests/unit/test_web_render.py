@@ -117,6 +117,40 @@ def test_scrapes_that_must_not_wait_get_the_previous_scan_until_the_new_one_is_r
     assert peek(cache, "", "gzip", frozenset({"snap_value"})) is None
 
 
+def test_snapshots_nobody_scrapes_are_not_rendered_ahead() -> None:
+    """Scans at 1 s scraped every 15 s: rendering every snapshot ahead cost the idle daemon
+    more CPU than its scans. Only the snapshot after a scraped one is rendered ahead; the
+    next scrape renders the current one and gets it (never an older one)."""
+    col = Counting()
+    snap: list[object] = [object()]
+    cache = SnapshotCache(col, lambda: snap[0])
+    expose(cache, None, "", "", None)  # a scrape of snapshot 1
+    renders = []
+    for _scan in range(2, 8):  # six scans, no scrape: the server asks stale() on each publish
+        snap[0] = object()
+        if cache.stale():
+            cache.refresh()
+        renders.append(col.calls)
+    assert renders == [2, 2, 2, 2, 2, 2], "only snapshot 2 (after a scraped one) rendered"
+    got = expose(cache, None, "", "", None)  # the scrape renders snapshot 7 and waits for it
+    assert b'snap_value{k="a"} 3.0' in got.body and col.calls == 3
+    snap[0] = object()  # scrapes keep pace again: the next snapshot is rendered ahead
+    assert cache.stale()
+    cache.refresh()
+    assert col.calls == 4 and cache.ready(Body.TEXT, False)
+
+
+def test_a_rendering_two_scans_old_is_never_served() -> None:
+    col = Counting()
+    snap: list[object] = [object()]
+    cache = SnapshotCache(col, lambda: snap[0])
+    expose(cache, None, "", "", None)
+    snap[0] = object()
+    assert peek(cache, "", "", None) is not None, "one scan old, while the new one renders"
+    snap[0] = object()
+    assert peek(cache, "", "", None) is None, "two scans old: the scrape must render"
+
+
 def test_each_format_rendered_once() -> None:
     col = Counting()
     key = object()

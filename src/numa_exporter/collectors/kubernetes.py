@@ -57,7 +57,14 @@ NODE_CPUS = MetricSpec(
     "Exclusive CPUs of the node the kubelet's CPU Manager (static policy) assigned to "
     "containers, from its checkpoint.", ("node",))
 
-SPECS = (PROCESS, CGROUP, ASSIGNED, NODE_CONTAINERS, NODE_CPUS)
+NODE_MEMORY = MetricSpec(
+    "numa_kubelet_node_assigned_memory_bytes", "gauge",
+    "Bytes of a memory type (memory, hugepages-<size>) the kubelet's Memory Manager "
+    "(static policy) reserved for containers on the NUMA node, as its checkpoint's "
+    "machineState accounts them (blocks over several nodes split as the kubelet split "
+    "them).", ("node", "resource"), bounds=(("resource", 8),))
+
+SPECS = (PROCESS, CGROUP, ASSIGNED, NODE_CONTAINERS, NODE_CPUS, NODE_MEMORY)
 
 
 def _names(ref: ContainerRef) -> list[str]:
@@ -68,9 +75,11 @@ def _names(ref: ContainerRef) -> list[str]:
 
 
 def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
-              node_of_cpu: Mapping[int, int] | None = None) -> Iterator[Metric]:
+              node_of_cpu: Mapping[int, int] | None = None,
+              nodes: Iterable[int] | None = None) -> Iterator[Metric]:
     """Yield the families for ``view`` and the scanned (pid, cgroup key) pairs, and the
-    assignments per node where ``node_of_cpu`` (the topology) is given.
+    assignments per node where ``node_of_cpu`` (the topology; ``nodes`` adds its nodes
+    without CPUs) is given.
 
     Only containers (not pause, monitor or pod-level cgroups) get a process series.
     """
@@ -99,12 +108,18 @@ def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
         cpus.add_metric([str(node)], n.cpus)
     yield containers
     yield cpus
+    memory = family(NODE_MEMORY)
+    known = set(node_of_cpu.values()) | set(nodes or ())
+    for (node, kind), reserved in sorted(view.memory_reserved.items()):
+        if node in known:
+            memory.add_metric([str(node), label_text(kind)], reserved)
+    yield memory
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
     """Yield the families of the snapshot's Kubernetes view and processes."""
     return emit_view(snap.kubernetes, ((p.pid, p.kubernetes_cgroup) for p in snap.processes),
-                     snap.system.topology.node_of_cpu())
+                     snap.system.topology.node_of_cpu(), snap.system.topology.nodes)
 
 
 COLLECTOR = CollectorDef(

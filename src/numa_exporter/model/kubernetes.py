@@ -86,7 +86,8 @@ class KubernetesView:
     ``pods`` a pod UID to (namespace, name); ``assignments`` (pod UID, container name) to
     the kubelet's assignment, ``assignments_by_id`` a container ID (bare) to one from an
     old CPU Manager checkpoint keyed by container. ``cpu_policy`` and ``memory_policy``
-    are the checkpoints' policy names (empty: no checkpoint read).
+    are the checkpoints' policy names (empty: no checkpoint read); ``memory_reserved``
+    (node, memory type) -> the bytes the Memory Manager reserved for containers there.
     """
 
     cgroups: dict[str, ContainerRef] = field(default_factory=dict)
@@ -95,6 +96,7 @@ class KubernetesView:
     assignments_by_id: dict[str, Assignment] = field(default_factory=dict)
     cpu_policy: str = ""
     memory_policy: str = ""
+    memory_reserved: dict[tuple[int, str], int] = field(default_factory=dict)
 
     def assignment_for(self, ref: ContainerRef) -> Assignment | None:
         """Return the kubelet's assignment of the container ``ref``, None without one."""

@@ -35,6 +35,7 @@ from numa_exporter.parsers.cpulist import MAX_NODE_ID
 
 MAX_BYTES = 1 << 20
 MAX_BLOCKS = 65_536
+MAX_TYPES = 8  # memory types a node lists (memory and a few hugepage sizes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,10 @@ class MemoryManagerState(envelope.CheckpointResult):
     """The Memory Manager's assignments.
 
     ``containers[(pod UID, container name)]`` and ``pods[pod UID]`` (pod-level, v2+) are the
-    blocks assigned; ``machine_nodes`` the nodes of ``machineState``. ``version`` is
+    blocks assigned; ``machine_nodes`` the nodes of ``machineState``; ``reserved[(node,
+    type)]`` the bytes of a memory type the Memory Manager reserved for containers on a node
+    (``machineState``'s ``memoryMap.<type>.reserved``: the kubelet's own per-node account,
+    which also splits blocks that span several nodes). ``version`` is
     ``v1``..``v3``, empty when the file did not parse; ``checksum`` as for the CPU Manager
     (``verified``, ``absent``, ``mismatch``, ``unverifiable``). ``error`` says what was
     wrong; ``error_count`` counts blocks dropped plus one for a file-level error.
@@ -61,6 +65,7 @@ class MemoryManagerState(envelope.CheckpointResult):
     machine_nodes: frozenset[int] = frozenset()
     containers: dict[tuple[str, str], tuple[MemoryBlock, ...]] = field(default_factory=dict)
     pods: dict[str, tuple[MemoryBlock, ...]] = field(default_factory=dict)
+    reserved: dict[tuple[int, str], int] = field(default_factory=dict)
     version: str = ""
     checksum: Checksum = ""
     error: str = ""
@@ -132,8 +137,22 @@ def _result(d: dict[str, Any], version: str, checksum: Checksum) -> MemoryManage
     nodes = frozenset(n for n in machine if 0 <= n <= MAX_NODE_ID)
     errors += len(machine) - len(nodes)
     return envelope.refuse_on_mismatch(MemoryManagerState(
-        d["PolicyName"], nodes, containers, pods, version, checksum,
-        f"{errors} blocks or nodes out of range" if errors else "", errors))
+        d["PolicyName"], nodes, containers, pods, _reserved(machine, nodes), version,
+        checksum, f"{errors} blocks or nodes out of range" if errors else "", errors))
+
+
+def _reserved(machine: dict[int, Any], nodes: frozenset[int]) -> dict[tuple[int, str], int]:
+    """Return (node, memory type) -> reserved bytes of ``machineState`` (nodes in range;
+    at most MAX_TYPES types a node, the first in name order)."""
+    out: dict[tuple[int, str], int] = {}
+    for node in sorted(nodes):
+        state = machine[node] or {}
+        tables = state.get("MemoryMap") or {}
+        for kind in sorted(tables)[:MAX_TYPES]:
+            table = tables[kind]
+            if table is not None and kind:
+                out[(node, kind)] = int(table["Reserved"])
+    return out
 
 
 def _failed(message: str) -> MemoryManagerState:

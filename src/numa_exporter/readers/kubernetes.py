@@ -297,6 +297,7 @@ class KubernetesScan:
         self._pod_cpus: Mapping[str, frozenset[int]] = {}
         self._pod_memory: Mapping[str, tuple[mms.MemoryBlock, ...]] = {}
         self._cpu_policy = self._memory_policy = ""
+        self._memory_reserved: dict[tuple[int, str], int] = {}
         self._memo: dict[tuple[str, str], Assignment] = {}
 
     def container(self, g: ProcCgroup) -> ContainerRef | None:
@@ -373,6 +374,7 @@ class KubernetesScan:
                 b.add_memory(key, blocks)
             self._pod_memory = mem.pods
             self._memory_policy = mem.policy
+            self._memory_reserved = mem.reserved
         if dev is not None:
             for e in dev.entries:
                 per = b.devices.setdefault((e.pod_uid, e.container), {})
@@ -420,4 +422,4 @@ class KubernetesScan:
                               error="the CPU Manager checkpoint names CPUs this host does "
                                     "not have; those containers' CPU nodes are left out")
         return KubernetesView(cgroups, pods, assignments, by_id, self._cpu_policy,
-                              self._memory_policy)
+                              self._memory_policy, self._memory_reserved)

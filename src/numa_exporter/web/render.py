@@ -146,7 +146,13 @@ class SnapshotCache:
     plain and deflated, whatever clients put in their headers (see ``negotiate``).
     Thread-safe; one rendering at a time, and callers asking for a format being rendered
     wait for that rendering instead of starting another. The previous snapshot's renderings
-    are kept until the new ones exist, for scrapes that must not wait (``peek``).
+    are kept until the new ones exist, for scrapes that must not wait (``peek``); a
+    rendering older than the snapshot just before the current one is never served.
+
+    A new snapshot is rendered ahead of the next scrape (``stale``) only while scrapes keep
+    pace with scans: when the snapshot it replaces was served to a scrape. Where scans
+    outpace scrapes (``--scan.interval=1s`` scraped every 15 s), the snapshots nobody reads
+    are not rendered; the next scrape renders the current one and waits for it.
     """
 
     def __init__(self, collector: Collector, key: Callable[[], object]) -> None:
@@ -154,26 +160,46 @@ class SnapshotCache:
         self.key = key
         self._lock = threading.Lock()  # guards the dictionaries
         self._render_lock = threading.RLock()
-        self._key: object = _Unset
+        self._key: object = _Unset  # the snapshot _cur renders
+        self._prev_key: object = _Unset  # the snapshot _prev renders
         self._cur: dict[tuple[Body, bool], Cached] = {}
         self._prev: dict[tuple[Body, bool], Cached] = {}
+        self._latest: object = _Unset  # the newest snapshot seen, and the one before it
+        self._before: object = _Unset
+        self._served: object = _Unset  # the snapshot of the last rendering a scrape got
         self._asked: set[tuple[Body, bool]] = set()  # formats asked for: at most four
         self._memo: dict[Body, Memo] = {}  # the last rendering's families, per format
         self.renders = 0  # how many times the families were rendered (for tests/bench)
 
     def _roll(self, key: object) -> None:
         """Make ``key`` current (caller holds the lock)."""
+        self._observe(key)
         if key is not self._key:
             if self._cur:
-                self._prev = self._cur
+                self._prev, self._prev_key = self._cur, self._key
             self._key, self._cur = key, {}
 
+    def _observe(self, now: object) -> object:
+        """Note ``now`` as the newest snapshot (the one seen before it becomes ``_before``);
+        return it. The server calls ``stale`` on every publication, so ``_before`` is the
+        snapshot ``now`` replaced (caller holds the lock)."""
+        if now is not self._latest:
+            self._before, self._latest = self._latest, now
+        return now
+
     def peek(self, body: Body, compressed: bool) -> Cached | None:
-        """Return the current rendering of this format, else the previous snapshot's, else
-        None; never renders."""
+        """Return the current snapshot's rendering of this format, else the one of the
+        snapshot just before it (while the current one renders), else None; never renders.
+        A rendering it returns counts as served."""
         fmt = (body, compressed)
-        with self._lock:  # _cur holds the newest renderings, whether or not a scan ended since
-            return self._cur.get(fmt) or self._prev.get(fmt)
+        with self._lock:
+            now = self._observe(self.key())
+            for key, done in ((self._key, self._cur), (self._prev_key, self._prev)):
+                hit = done.get(fmt)
+                if hit is not None and key is not _Unset and (key is now or key is self._before):
+                    self._served = key
+                    return hit
+            return None
 
     def ready(self, body: Body, compressed: bool) -> bool:
         """Return whether this format of the current snapshot is rendered."""
@@ -181,17 +207,24 @@ class SnapshotCache:
             return self.key() is self._key and (body, compressed) in self._cur
 
     def stale(self) -> bool:
-        """Return whether a newer snapshot exists than the one last rendered."""
-        return bool(self._asked) and self.key() is not self._key
+        """Return whether a newer snapshot exists than the one last rendered and is worth
+        rendering ahead of the next scrape: a format was asked for, and the snapshot it
+        replaced was served to a scrape (scrapes keep pace with scans)."""
+        with self._lock:
+            now = self._observe(self.key())
+            return (bool(self._asked) and now is not self._key
+                    and self._served is not _Unset and self._served is self._before)
 
-    def get(self, body: Body, compressed: bool) -> Cached:
+    def get(self, body: Body, compressed: bool, served: bool = True) -> Cached:
         """Return the current snapshot in this format (deflated when ``compressed``),
-        rendering it when needed."""
+        rendering it when needed; ``served``: for a scrape (not a rendering ahead)."""
         fmt = (body, compressed)
         with self._lock:
             self._roll(self.key())
             hit = self._cur.get(fmt)
             if hit is not None:
+                if served:
+                    self._served = self._key
                 return hit
         with self._render_lock:
             key = self.key()
@@ -199,10 +232,12 @@ class SnapshotCache:
                 self._roll(key)
                 hit = self._cur.get(fmt)
                 if hit is not None:
+                    if served:
+                        self._served = key
                     return hit
             value: Cached
             if compressed:
-                r = self.get(body, False)
+                r = self.get(body, False, served)
                 assert isinstance(r, Rendered)
                 value = Deflated.of(r.body)
             else:
@@ -215,6 +250,8 @@ class SnapshotCache:
                 if key is self._key:
                     self._cur[fmt] = value
                 self._asked.add(fmt)
+                if served:
+                    self._served = key
             return value
 
     def rendered(self, body: Body) -> Rendered:
@@ -245,7 +282,7 @@ class SnapshotCache:
         with self._lock:
             formats = sorted(self._asked, key=lambda f: (f[0].value, f[1]))
         for body, compressed in formats:
-            self.get(body, compressed)
+            self.get(body, compressed, served=False)
 
 
 class _UnsetType:

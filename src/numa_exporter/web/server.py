@@ -205,7 +205,8 @@ class WebServer:
 
     async def _refresh(self) -> None:
         """Render each new snapshot soon after its scan completes, in the formats asked for
-        before, off the loop; a scrape then rarely waits for a rendering."""
+        before, off the loop, while scrapes keep pace with scans (``SnapshotCache.stale``);
+        a scrape then rarely waits for a rendering."""
         loop = asyncio.get_running_loop()
         self._kick = asyncio.Event()
         failed: object = None  # the snapshot whose rendering failed: not retried, logged once
