@@ -149,12 +149,15 @@ def kernel_files(pid: int, dest: Path) -> None:
 def capture(exp: Exporter, pid: int, name: str, out: Path, stop: bool = False) -> int:
     """Save a scrape from a scan begun after this call and the kernel's files beside it;
     with ``stop`` the workload is SIGSTOPped meanwhile (its decayed fault counts hold
-    still). Return the scans counter of the scrape."""
+    still) and the scrape comes from a scan whose previous reading was taken stopped too:
+    no CPU time moved between them, so the threads rule counts every thread once (its home
+    is the union of the threads' nodes, not the nodes that got CPU time in the last
+    interval). Return the scans counter of the scrape."""
     if stop:
         os.kill(pid, signal.SIGSTOP)
     try:
         kernel_files(pid, out / f"{name}.kernel")
-        n, text = exp.next_scan(exp.now() + 1)
+        n, text = exp.next_scan(exp.now() + (2 if stop else 1))
         (out / f"{name}.prom").write_text(text)
     finally:
         if stop:
