@@ -22,8 +22,8 @@ and four ``rkthreads`` workloads (workloads/rkthreads.c), one after the other:
    stopped too: the threads rule then weighs every thread once, and the home is the union of
    the threads' nodes. (Running, the rule weighs the CPU time of the last interval; under
    TCG the thread on one vCPU once got under 10 % of it and the home dropped its node: home
-   0, the union-rule share 0.47, 6.1.) (On 6.12 nearly all faults came from the thread on node 0 - 3 of
-   ~11 700 from the other; the share is over the faults the kernel gives.)
+   0, the union-rule share 0.47, 6.1.) On 6.12 nearly all faults came from the thread on
+   node 0 (3 of ~11 700 from the other); the share is over the faults the kernel gives.
 3. **taskset on a sleeper**: a three-thread process started under ``numactl
    --cpunodebind=0 --membind=0`` sleeps in pause(); ``taskset -a -p`` moves all its threads
    to node 1's CPUs. The home (``binding``) must name node 1 within one interval: a scan begun
