@@ -19,12 +19,16 @@ this runs on 6.12 only), ``numa_balancing`` off throughout:
 4. **paddr, per node**: the exporter restarts on the same run directory with
    ``--collector.damon.mode=paddr`` (as on a kernel with DAMON_PADDR but not DAMON_VADDR):
    its own stopped vaddr kdamond is redone as one paddr kdamond over both nodes' memory
-   blocks. ``hotcold 64 1 256 0`` (with the same companion) → the host's hot bytes on node 1
-   exceed node 0's. The exporter's own memory is bound to node 0 (``numactl --membind=0``),
-   so that its hot heap weighs against the assertion: left alone it ran on the idle CPU 1
-   and put its memory on node 1 too (measured: node 0 read entirely idle). Relative, not
-   counts: hot bytes overshoot the 64 MiB while DAMON's regions are coarse (433 MiB in the
-   first read, 127-324 MiB after). Hot plus idle bytes of a node never exceed its memory.
+   blocks. ``hotcold 64 1 256 0`` (with the same companion) → node 1's hot bytes hold at
+   least half of the 64 MiB hot set in 4 of 5 scrapes, node 0's idle bytes most of the 256
+   MiB cold set in every scrape, and a node's hot plus idle bytes never exceed its memory.
+   The exporter's own memory is bound to node 0 (``numactl --membind=0``), so that its hot
+   heap is not what makes node 1 read hot. Node 0's hot bytes are not compared with node 1's:
+   DAMON's regions are still ~200 MiB wide in the ten seconds the scenario reads, and a
+   region counts whole once a sample in it is accessed, so the region holding the exporter's
+   heap reads 0-315 MiB hot (measured on an idle host: node 0 above node 1 in 3 of 5 scrapes
+   of one run; node 1 read 61-228 MiB over two runs). An earlier version of this test
+   asserted node 1 above node 0 in 4 of 5 scrapes and failed in CI with 2 of 5.
    The guest's node memory blocks, their states and the block size are kept as a capture
    (tests/fixtures/memory_blocks).
 """
@@ -176,6 +180,8 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 GUEST_NODE_BYTES = 1024 << 20  # the 2node layout: 1 GiB a node
+HOT_SET_SEEN_BYTES = 32 << 20  # half of hotcold's 64 MiB hot set (measured 61-228 MiB)
+COLD_SET_IDLE_BYTES = 192 << 20  # most of hotcold's 256 MiB cold set
 
 
 def _scrapes(o: Path, prefix: str) -> list[Exposition]:
@@ -234,15 +240,21 @@ def test_damon_paddr_hot_bytes_by_node(out: Path) -> None:
     assert "nr_kdamonds 1" in running  # one kdamond, host-wide
     assert int((out / "paddr.nr_regions").read_text()) >= 2  # both nodes' ranges
     assert "0/state off" in (out / "paddr.after_exit").read_text()
-    remote_wins = 0
+    hot_set_seen = 0
     for e in _scrapes(out, "paddr"):
         assert e.value("numa_exporter_damon_up") == 1
         assert e.value("numa_exporter_damon_unavailable_total", reason="foreign") is None
         hot = {n: e.value("numa_node_hot_memory_bytes", node=n) or 0.0 for n in ("0", "1")}
+        idle = {n: e.value("numa_node_idle_memory_bytes", node=n) for n in ("0", "1")}
         for n in ("0", "1"):
-            idle = e.value("numa_node_idle_memory_bytes", node=n)
-            assert idle is not None and hot[n] + idle <= GUEST_NODE_BYTES, (n, hot, idle)
-        remote_wins += hot["1"] > hot["0"]
-    # the 64 MiB read in a loop on node 1 against everything node 0 touches meanwhile;
-    # one interval where the loop was off the CPU may read low: 4 of 5
-    assert remote_wins >= 4, remote_wins
+            i = idle[n]
+            assert i is not None and hot[n] + i <= GUEST_NODE_BYTES, (n, hot, idle)
+        # the 256 MiB written once on node 0 and never touched again reads idle
+        assert (idle["0"] or 0.0) >= COLD_SET_IDLE_BYTES, (hot, idle)
+        hot_set_seen += hot["1"] >= HOT_SET_SEEN_BYTES
+    # the 64 MiB read in a loop on node 1 reads hot; one interval where the loop was off the
+    # CPU may read low: 4 of 5. Node 0's hot bytes are not compared with node 1's: a region
+    # of node 0 that holds the exporter's heap and the guest's programs counts whole once a
+    # sample in it is accessed (measured 0-315 MiB of node 0 hot while node 1 read 61-228
+    # MiB; DAMON's regions are still ~200 MiB wide ten seconds after the kdamond starts)
+    assert hot_set_seen >= 4, hot_set_seen
