@@ -109,6 +109,11 @@ PARSE_ONLY = {
         "numa_process_hot_remote_memory_ratio: as above",
     ("Hot remote ratio", "B"):
         "numa_process_hot_remote_memory_ratio: as above",
+    ("Hot and idle memory by node, host-wide", "A"):
+        "numa_node_hot_memory_bytes: only --collector.damon in paddr mode has it (the 6.12 "
+        "guest's test_damon_guest; this host's DAMON belongs to its own reclaim)",
+    ("Hot and idle memory by node, host-wide", "B"):
+        "numa_node_idle_memory_bytes: as above",
 }
 
 
