@@ -71,6 +71,10 @@ log = structlog.get_logger("numa_exporter.scan.process")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+# Threads that ran fewer clock ticks than this since the last scan, together, are treated as
+# idle for the home: 5 ticks is 50 ms at the usual USER_HZ of 100, the size of the noise a
+# timer tick charged to a waking thread makes (one tick per wake-up that straddles it).
+QUIET_TICKS = 5
 
 __all__ = ["Placement", "PlacementReader", "ProcessReader", "SampledPlacement",
            "SampledReader"]
@@ -139,10 +143,14 @@ def thread_weights(readings: list[ThreadReading] | None, previous: Mapping[int, 
     A thread counts on the node its mask now confines it to (``places``: its allowed CPUs,
     read every scan; :func:`~numa_exporter.model.thread_binding.thread_node`), else on its
     last CPU's. A thread that started since the previous reading is weighted by all of its
-    CPU time (it all happened since); when nothing ran, every thread counts once.
+    CPU time (it all happened since). When the threads together ran less than
+    ``QUIET_TICKS`` since the previous reading, that CPU time is tick-sampling noise (a wake-up
+    charged a whole tick would make its thread's node the only home): each thread then
+    weighs by its CPU time since it started, and when none has any, every thread counts once.
     """
     by_node: dict[int, int] = {}
     weights: list[tuple[int, float]] = []
+    lifetime: list[tuple[int, float]] = []
     places = places or {}
     for t in readings or ():
         node = thread_node(places.get(t.tid) or ThreadCpus(t.tid, None, t.processor),
@@ -153,7 +161,10 @@ def thread_weights(readings: list[ThreadReading] | None, previous: Mapping[int, 
         prev = previous.get(t.tid)
         delta = t.ticks - prev.ticks if prev is not None and t.ticks >= prev.ticks else t.ticks
         weights.append((node, float(delta)))
-    if not any(w > 0 for _, w in weights):  # nothing ran: every thread counts once
+        lifetime.append((node, float(t.ticks)))
+    if sum(w for _, w in weights) < QUIET_TICKS:  # (nearly) nothing ran since the last scan
+        weights = lifetime
+    if not any(w > 0 for _, w in weights):  # nothing ever ran: every thread counts once
         weights = [(n, 1.0) for n, _ in weights]
     return weights, by_node
 
