@@ -7,12 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
 from numa_exporter.model.cadence import estimate_full_seconds
 from numa_exporter.model.snapshot import ProcessSample, Snapshot
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 INTERVAL = 15.0
@@ -40,9 +38,8 @@ class Clocks:
 
 
 def _scanner(clocks: Clocks, root: Path = ROOT, **kw: object) -> Scanner:
-    cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0,  # type: ignore[arg-type]
-                 scan_interval=INTERVAL, scan_budget=100.0, include=re.compile("^split"),
-                 sampling=False, **kw)
+    cfg = fixture_config(root, scan_interval=INTERVAL, scan_budget=100.0,
+                         include=re.compile("^split"), sampling=False, **kw)
     return Scanner(cfg, clock=lambda: clocks.mono, wall=lambda: clocks.wall)
 
 

@@ -9,13 +9,11 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
 from numa_exporter.cli import main as cli_main
-from numa_exporter.config import Config
 from numa_exporter.inspect.diagnosis import diagnose
 from numa_exporter.model.kubernetes import KubernetesView
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 
@@ -117,7 +115,7 @@ def test_pod_breaking_the_kubelets_promise(capsys: pytest.CaptureFixture[str]) -
 
 def test_pod_without_assignment_is_told_how_to_get_one() -> None:
     base = ROOTS / "kubernetes"
-    scanner = Scanner(Config(roots=Roots(base / "proc", base / "sys", base / "rootfs")))
+    scanner = Scanner(fixture_config(base, rootfs=True))
     sample, system = scanner.sample_one(601)
     assert sample is not None and sample.kubelet is not None
     # the same process with no assignment, on a node with the default policies

@@ -189,8 +189,7 @@ def test_hostile_sub_cgroup_of_a_container(tmp_path: Path) -> None:
             f"cri-containerd-{'c0b2' * 16}.scope")
     (root / "proc" / "600" / "cgroup").write_bytes(
         b"0::" + CG_A.encode() + b"/evil\xff\xfe\x1b[2J\\n\"}" + b"/" + fake.encode() + b"\n")
-    cfg = Config(detail_above=0, roots=Roots(root / "proc", root / "sys", root / "rootfs"),
-                 min_resident=0)
+    cfg = fixture_config(root, rootfs=True, detail_above=0)
     snap = Scanner(cfg).scan()
     vllm = next(p for p in snap.processes if p.pid == 600)
     assert vllm.kubernetes is not None and vllm.kubernetes.pod == "gpu-infer-0"

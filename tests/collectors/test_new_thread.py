@@ -6,10 +6,8 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 PID = 139  # two_node: numatouch, one thread on CPU 0 (node 0)
@@ -37,7 +35,7 @@ def _add_thread(task: Path, tid: int, cpu: int, utime: int) -> None:
 def test_new_thread_counts_from_its_first_scan(tmp_path: Path) -> None:
     root = tmp_path / "root"
     shutil.copytree(ROOTS / "two_node", root, symlinks=True)
-    scanner = Scanner(Config(roots=Roots(root / "proc", root / "sys"), min_resident=0))
+    scanner = Scanner(fixture_config(root))
     (first,) = [p for p in scanner.scan().processes if p.pid == PID]
     assert first.home.nodes == {0}
     # a worker thread starts on node 1 and burns 500 ticks; the old thread stays idle

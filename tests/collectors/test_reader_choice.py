@@ -9,13 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
 from numa_exporter.model.sampling import PlacementEstimate
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_status import PidStatus
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.procfs import ProcessFiles
 
@@ -63,8 +61,8 @@ def _scanner(root: Path, sampled: FakeSampled, **kw: object) -> Scanner:
     # the reader chosen by lock hold and cost alone: no full reads for memory policies
     # (test_sampled_policies.py covers those)
     kw.setdefault("policy_interval", 0.0)
-    cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0,
-                 include=re.compile("^splitter$"), **kw)  # type: ignore[arg-type]
+    cfg = fixture_config(root,
+                         include=re.compile("^splitter$"), **kw)
     return Scanner(cfg, sampled=sampled)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from tests.collectors.test_reader_choice import FakeSampled
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import ProcessSample
@@ -56,8 +56,8 @@ def bound_root(tmp_path: Path) -> Path:
 
 
 def _scan(root: Path, scans: int, **kw: object) -> list[ProcessSample]:
-    cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0,
-                 include=re.compile("^splitter$"), **kw)  # type: ignore[arg-type]
+    cfg = fixture_config(root,
+                         include=re.compile("^splitter$"), **kw)
     scanner = Scanner(cfg, sampled=FakeSampled(largest=4 * GiB))
     out = []
     for _ in range(scans):

@@ -6,12 +6,10 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
 from numa_exporter.model.tiers.host import SystemTiers
 from numa_exporter.parsers.osrelease import KernelRelease, parse_osrelease
-from numa_exporter.roots import Roots
 from numa_exporter.scan import scanner as scanner_mod
 from numa_exporter.scan.scanner import Scanner
 
@@ -26,7 +24,7 @@ def _migrated(release: str | None, monkeypatch: pytest.MonkeyPatch) -> dict[int,
 
     monkeypatch.setattr(scanner_mod, "read_system_tiers", with_release)
     root = ROOTS / "two_node"
-    s = Scanner(Config(roots=Roots(root / "proc", root / "sys"), min_resident=0))
+    s = Scanner(fixture_config(root))
     return {p.pid: p.pages_migrated for p in s.scan().processes}
 
 

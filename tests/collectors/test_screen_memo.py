@@ -10,10 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
-from numa_exporter.roots import Roots
 from numa_exporter.scan import select as select_mod
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.scan.select import MEMO_MAX_AGE, Outcomes, ScreenMemo
@@ -44,8 +42,8 @@ def scan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
          ) -> tuple[Scanner, dict[int, int], Path, list[int]]:
     root = tmp_path / "root"
     shutil.copytree(ROOTS / "two_node", root, symlinks=True)
-    cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0,
-                 include=re.compile("^splitter$"))
+    cfg = fixture_config(root,
+                         include=re.compile("^splitter$"))
     scanner = Scanner(cfg)
     clocks = {pid: 1_000 + pid for pid in PIDS}
     scanner.reader.cpu_clock = clocks.get
@@ -154,7 +152,7 @@ def _grow(proc: Path, pid: int, resident_pages: int) -> None:
 def sized(tmp_path: Path) -> tuple[Scanner, dict[int, int], Path]:
     root = tmp_path / "root"
     shutil.copytree(ROOTS / "two_node", root, symlinks=True)
-    scanner = Scanner(Config(roots=Roots(root / "proc", root / "sys"), min_resident=64 << 20))
+    scanner = Scanner(fixture_config(root, min_resident=64 << 20))
     clocks = {pid: 1_000 + pid for pid in PIDS}
     scanner.reader.cpu_clock = clocks.get
     # the synthetic 304 (8.7 MiB, below --process.min-resident) has no statm: give it one

@@ -8,10 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources import threads as threads_mod
 from numa_exporter.sources.errors import ReadFailed
@@ -54,7 +52,7 @@ def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
           ) -> tuple[Scanner, Clocks, Path, list[str]]:
     root = tmp_path / "root"
     shutil.copytree(ROOTS / "two_node", root, symlinks=True)
-    scanner = Scanner(Config(roots=Roots(root / "proc", root / "sys"), min_resident=0))
+    scanner = Scanner(fixture_config(root))
     clocks = Clocks()
     scanner.reader.cpu_clock = clocks
     opened: list[str] = []

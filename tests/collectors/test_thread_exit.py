@@ -6,10 +6,8 @@ import re
 import shutil
 from pathlib import Path
 
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 PID = 400  # four_node: threads 400 and 407
@@ -35,7 +33,7 @@ def test_counter_survives_thread_exit(tmp_path: Path) -> None:
     assert sorted(p.name for p in task.iterdir()) == ["400", "407"]
     _set_migrated(task / "400" / "sched", 100)
     _set_migrated(task / "407" / "sched", 2500)
-    scanner = Scanner(Config(roots=Roots(root / "proc", root / "sys"), min_resident=0))
+    scanner = Scanner(fixture_config(root))
     assert _migrated(scanner) == 2600
     shutil.rmtree(task / "407")  # the worker thread exits; the kernel forgets its 2500
     _set_migrated(task / "400" / "sched", 130)

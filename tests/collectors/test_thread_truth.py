@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
+from tests.conftest import fixture_config
 from tests.e2e.exposition import values
 from tests.fixtures.build_thread_roots import build
 
 from numa_exporter.cli import main as cli_main
 from numa_exporter.collectors.snapshot import SnapshotCollector
-from numa_exporter.config import Config
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 PID = "150"
@@ -29,7 +28,7 @@ def _root(name: str, tmp: Path) -> tuple[Path, dict[str, Any]]:
 
 def _exposition(root: Path) -> str:
     # every family for every process (the fixture process is below --process.detail-above)
-    config = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0, detail_above=0)
+    config = fixture_config(root, detail_above=0)
     snap = Scanner(config).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, config))

@@ -13,15 +13,13 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 from tests.e2e.exposition import values
 
 from numa_exporter.collectors.snapshot import SnapshotCollector
-from numa_exporter.config import Config
 from numa_exporter.config_file import parse_pins
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.readers.accelerator_use import accelerator_source
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.errors import Absent
 from numa_exporter.sources.procfs import ProcFS
@@ -38,9 +36,9 @@ def _expected() -> dict[str, Any]:
 
 def _exposition(config: str | None = CONFIG, **kw: Any) -> tuple[Snapshot, str]:
     homes, accels = parse_pins(config) if config else ((), ())
-    cfg = Config(detail_above=0, roots=Roots(GH / "proc", GH / "sys"), min_resident=0,
-                 home_pins=homes, accelerator_pins=accels,
-                 accelerator_records=GH / "udev.json", **kw)
+    cfg = fixture_config(GH, detail_above=0,
+                         home_pins=homes, accelerator_pins=accels,
+                         accelerator_records=GH / "udev.json", **kw)
     snap = Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, cfg))

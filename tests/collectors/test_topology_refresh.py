@@ -5,10 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 
-from numa_exporter.config import Config
-from numa_exporter.roots import Roots
 from numa_exporter.scan.sampler import Sampler
 from numa_exporter.scan.scanner import Scanner
 
@@ -16,7 +14,7 @@ from numa_exporter.scan.scanner import Scanner
 def test_topology_reread_only_after_an_event(tmp_path: Path) -> None:
     root = tmp_path / "root"
     shutil.copytree(ROOTS / "two_node", root, symlinks=True)
-    cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    cfg = fixture_config(root)
     sampler = Sampler(Scanner(cfg), interval=60)
     assert sampler.scan_once().system.topology.cpus[1] == {1}
     # CPU 1 goes offline on node 1: sysfs changes, no event yet

@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
-from tests.conftest import ROOTS
+from tests.conftest import ROOTS, fixture_config
 from tests.e2e.exposition import values
 
 from numa_exporter.collectors.snapshot import SnapshotCollector
-from numa_exporter.config import Config
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 # 2 MiB on each node under weights 3:1 (pid 130)
@@ -44,7 +42,7 @@ def weighted_root(tmp: Path, weights: dict[str, bytes] | None) -> Path:
 
 
 def _scrape(root: Path) -> tuple[str, Scanner]:
-    cfg = Config(roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    cfg = fixture_config(root)
     s = Scanner(cfg)
     snap = s.scan()
     reg = CollectorRegistry(auto_describe=False)

@@ -22,14 +22,13 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
-from tests.conftest import Daemon
+from tests.conftest import Daemon, fixture_config
 
 from numa_exporter.collectors.registry import SPECS
 from numa_exporter.collectors.snapshot import SnapshotCollector
 from numa_exporter.config import Config
 from numa_exporter.config_file import load_pins
 from numa_exporter.readers.accelerator_use import accelerator_source
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 from .helpers import (
@@ -85,8 +84,8 @@ def _exposition(root: str, detail_above: int) -> str:
         kw["home_pins"], kw["accelerator_pins"] = load_pins(base / "config.toml")
     if (base / "udev.json").exists():
         kw["accelerator_records"] = base / "udev.json"
-    cfg = Config(roots=Roots(base / "proc", base / "sys", base / "rootfs"), min_resident=0,
-                 detail_above=detail_above, **kw)
+    cfg = fixture_config(base, rootfs=True,
+                         detail_above=detail_above, **kw)
     snap = Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, cfg))

@@ -21,16 +21,14 @@ import pytest
 import structlog
 from prometheus_client import generate_latest
 from prometheus_client.registry import CollectorRegistry
-from tests.conftest import ROOTS, Daemon
+from tests.conftest import ROOTS, Daemon, fixture_config
 from tests.e2e.exposition import values
 
 from numa_exporter.collectors.snapshot import SnapshotCollector
-from numa_exporter.config import Config
 from numa_exporter.inspect.command import systemd_unit
 from numa_exporter.inspect.diagnosis import render, report
 from numa_exporter.logs import configure
 from numa_exporter.readers.accelerator_use import accelerator_source
-from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
 StartDaemon = Callable[..., Daemon]
@@ -67,7 +65,7 @@ def _hostile_root(tmp: Path) -> Path:
 
 def test_hostile_comm_and_cgroup_name_give_valid_utf8_labels(tmp_path: Path) -> None:
     root = _hostile_root(tmp_path)
-    config = Config(detail_above=0, roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    config = fixture_config(root, detail_above=0)
     snap = Scanner(config).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, config))
@@ -138,8 +136,8 @@ def test_hostile_accelerator_names_give_valid_utf8_labels(tmp_path: Path) -> Non
             dev["properties"]["ID_VENDOR_FROM_DATABASE"] = "ASPEED\udcfe\n"
     path = tmp_path / "udev.json"
     path.write_text(json.dumps(records))  # lone surrogates travel as \udcff escapes
-    cfg = Config(detail_above=0, roots=Roots(base / "proc", base / "sys"), min_resident=0,
-                 accelerator_records=path)
+    cfg = fixture_config(base, detail_above=0,
+                         accelerator_records=path)
     snap = Scanner(cfg, accelerators=accelerator_source(cfg)).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, cfg))
@@ -151,7 +149,7 @@ def test_hostile_accelerator_names_give_valid_utf8_labels(tmp_path: Path) -> Non
 
 def test_inspect_report_of_a_hostile_process_is_valid_utf8(tmp_path: Path) -> None:
     root = _hostile_root(tmp_path)
-    config = Config(detail_above=0, roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    config = fixture_config(root, detail_above=0)
     sample, system = Scanner(config).sample_one(int(PID))
     assert sample is not None
     rep = report(sample, system, *systemd_unit(config, int(PID)))
@@ -208,7 +206,7 @@ def test_names_merged_by_cleaning_stay_apart_and_openmetrics_parses(tmp_path: Pa
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
     root = _colliding_root(tmp_path)
-    config = Config(detail_above=0, roots=Roots(root / "proc", root / "sys"), min_resident=0)
+    config = fixture_config(root, detail_above=0)
     snap = Scanner(config).scan()
     reg = CollectorRegistry(auto_describe=False)
     reg.register(SnapshotCollector(lambda: snap, config))
