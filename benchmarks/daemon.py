@@ -75,6 +75,22 @@ def sample_value(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+DAEMON_SRC_ENV = "NUMA_BENCH_DAEMON_SRC"
+
+
+def _daemon_env(env: dict[str, str] | None) -> dict[str, str] | None:
+    """Return the environment a daemon runs in: ``env`` (None: this one's), with the source
+    tree named by NUMA_BENCH_DAEMON_SRC first on PYTHONPATH where that is set, so that the
+    daemon of another checkout (its ``src``, extensions built in place) is measured by this
+    checkout's harness - the before/after pairs of benchmarks/README.md."""
+    src = os.environ.get(DAEMON_SRC_ENV)
+    if not src:
+        return env
+    out = dict(os.environ if env is None else env)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (src, out.get("PYTHONPATH", "")) if p)
+    return out
+
+
 class Daemon:
     """A running exporter (``python -m numa_exporter``) with a JSON log in ``workdir``."""
 
@@ -86,6 +102,7 @@ class Daemon:
                f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=info",
                "--log.format=json", *args]
         self.args = list(args)
+        env = _daemon_env(env)
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
         self.ps = psutil.Process(self.proc.pid)
