@@ -78,7 +78,7 @@ def sample_value(text: str, name: str, **labels: str) -> float | None:
 DAEMON_SRC_ENV = "NUMA_BENCH_DAEMON_SRC"
 
 
-def _daemon_env(env: dict[str, str] | None) -> dict[str, str] | None:
+def daemon_env(env: dict[str, str] | None) -> dict[str, str] | None:
     """Return the environment a daemon runs in: ``env`` (None: this one's), with the source
     tree named by NUMA_BENCH_DAEMON_SRC first on PYTHONPATH where that is set, so that the
     daemon of another checkout (its ``src``, extensions built in place) is measured by this
@@ -102,7 +102,7 @@ class Daemon:
                f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=info",
                "--log.format=json", *args]
         self.args = list(args)
-        env = _daemon_env(env)
+        env = daemon_env(env)
         with open(self.log, "wb") as fh:
             self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
         self.ps = psutil.Process(self.proc.pid)

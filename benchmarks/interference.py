@@ -46,6 +46,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from benchmarks.daemon import daemon_env
 from benchmarks.rounds import paired_ratios, spread, timed_rounds
 from benchmarks.targets import COMM, LATENCY_KEYS, Target, start_target
 
@@ -91,7 +92,7 @@ def window(t: Target, cond: str, seconds: float, port: int, min_resident: str = 
             [sys.executable, "-m", "numa_exporter", f"--web.listen-address=127.0.0.1:{port}",
              f"--process.include=^{COMM}$", f"--process.min-resident={min_resident}",
              "--log.level=warn", *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=daemon_env(None),
             preexec_fn=lambda: os.sched_setaffinity(0, _others()))
         if steady:
             _serving(port, f'pid="{t.pid}"')
