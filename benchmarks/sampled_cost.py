@@ -51,7 +51,8 @@ from numa_exporter.parsers.numa_maps import parse_numa_maps
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS
 from numa_exporter.parsers.pid_status import parse_pid_status
 from numa_exporter.readers import sampled_compiled
-from numa_exporter.readers.sampled_placement import _parse, read_sampled, sampling_available
+from numa_exporter.readers.maps_frames import parse_maps_text
+from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
 from numa_exporter.sources.procfs import ProcFS
 
 SHAPES = ("maps60k", "threads", "thp", "hugetlb", "interleave", "sparse")
@@ -161,7 +162,7 @@ def bench_shape(shape: str, rounds: int, seed: int) -> dict[str, Any]:
         mounts = DEFAULT_HUGETLBFS_MOUNTS
         queried: dict[bool | None, list[int]] = {True: [], False: [], None: []}
         placed: list[float] = []
-        lines = _parse(pf.maps(), page, mounts, False).mappings
+        lines = parse_maps_text(pf.maps(), page, mounts, False).mappings
         full_cpu = statistics.median(cpu(lambda: parse_numa_maps(pf.numa_maps()))()
                                      for _ in range(5))
         cap = query_budget(full_cpu, ReadCosts(mappings=lines))
@@ -180,8 +181,8 @@ def bench_shape(shape: str, rounds: int, seed: int) -> dict[str, Any]:
             "sampled": cpu(lambda: sampled(True)),
             "sampled_py": cpu(lambda: sampled(False)),
             "capped": cpu(lambda: sampled(None)),
-            "maps": cpu(lambda: _parse(pf.maps(), page, mounts, True)),
-            "maps_py": cpu(lambda: _parse(pf.maps(), page, mounts, False)),
+            "maps": cpu(lambda: parse_maps_text(pf.maps(), page, mounts, True)),
+            "maps_py": cpu(lambda: parse_maps_text(pf.maps(), page, mounts, False)),
         }
         res = timed_rounds(contenders, rounds, seed)
     finally:

@@ -21,7 +21,9 @@ from typing import Any
 
 from numa_exporter.parsers.numa_maps import parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
+from numa_exporter.readers import sampled_compiled
 from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+from numa_exporter.sources.maps_query import MapsQueryUnsupported, with_maps_descriptor
 from numa_exporter.sources.procfs import ProcFS
 
 NODE_SYS = Path("/sys/devices/system/node")
@@ -67,6 +69,7 @@ def run_case(case: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
         before = parse_numa_maps(pf.numa_maps())
         rec["full_s"] = time.monotonic() - t0
         rec["full"] = _bytes(before.bytes)
+        rec["maps_query"] = _maps_query(pf.mm_dir, int(plan.get("page_size", 4096)))
         ests = []
         for seed in range(plan["seeds"]):
             for census in (plan["census_pages"], None):
@@ -100,6 +103,29 @@ def run_case(case: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
             except (OSError, RuntimeError) as exc:
                 rec["errors"].append(f"hugepages teardown: {exc}")
     return rec
+
+
+def _maps_query(mm_dir: str, page: int) -> dict[str, Any]:
+    """Return how the VMA list read by PROCMAP_QUERY compares with the maps text's: supported
+    (False: the kernel answered ENOTTY), the strata equal, paths asked, kinds."""
+    mounts = ("/dev/hugepages",)
+    path = f"{mm_dir}/maps"
+    text = sampled_compiled.parse_frame((Path(path).read_bytes(),), page, mounts,
+                                        keep_known=True)
+    try:
+        query, asked = with_maps_descriptor(path, lambda fd: sampled_compiled.query_frame(
+            fd, page, mounts, b""))
+        _, asked_known = with_maps_descriptor(path, lambda fd: sampled_compiled.query_frame(
+            fd, page, mounts, text.known))
+    except MapsQueryUnsupported as exc:
+        return {"supported": False, "why": str(exc)}
+
+    def shape(p: sampled_compiled.Parsed) -> list[Any]:
+        return [[str(k), list(s.starts), list(s.cumulative), s.largest]
+                for k, s in p.strata.items()]
+
+    return {"supported": True, "equal": shape(query) == shape(text), "asked": asked,
+            "asked_known": asked_known, "kinds": [str(k) for k in text.strata]}
 
 
 def main() -> int:

@@ -176,6 +176,24 @@ def test_sampled_nodes_and_kinds_follow_the_placement(results: Any, layout: str,
         assert others <= 0.01 * size
 
 
+@pytest.mark.parametrize("case", ["membind1", "hugetlb1"])
+def test_maps_query_gives_the_strata_of_the_text(results: Any, case: str,
+                                                 kernel: str) -> None:
+    """PROCMAP_QUERY (6.11+) reads the workload's VMAs into the strata its maps text gives
+    (hugetlb's /anon_hugepage included), asking no path the text made known; 6.1 answers
+    ENOTTY and the reader keeps to the text."""
+    got = results("2node", case, kernel)["maps_query"]
+    if kernel == "6.1":
+        assert got["supported"] is False and "ENOTTY" in got["why"]
+        return
+    assert got["supported"] is True, got
+    assert got["equal"] is True, got
+    assert got["asked"] > 0 and got["asked_known"] == 0, got
+    assert "anon" in got["kinds"]
+    if case == "hugetlb1":
+        assert "hugetlb" in got["kinds"]
+
+
 def test_hugetlb_scaled_to_status(results: Any, kernel: str) -> None:
     """The hugetlb mapping (/anon_hugepage) is kind hugetlb and sums to HugetlbPages."""
     rec = results("2node", "hugetlb1", kernel)

@@ -29,10 +29,9 @@ from numa_exporter.model.sampling import (
 from numa_exporter.parsers import numa_maps, pid_maps
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.readers import sampled_compiled, sampled_placement
+from numa_exporter.readers import sampled_compiled
+from numa_exporter.readers.maps_frames import Frame, FrameCache, parse_maps_text
 from numa_exporter.readers.sampled_placement import (
-    FrameCache,
-    _parse,
     page_sampler,
     read_sampled,
     sampling_available,
@@ -81,12 +80,12 @@ HOSTILE = (
 )
 
 
-def _pure(text: bytes, pieces: int = 1) -> sampled_placement.Frame:
-    return _parse(_chunks(text, pieces), PAGE, MOUNTS, compiled=False)
+def _pure(text: bytes, pieces: int = 1) -> Frame:
+    return parse_maps_text(_chunks(text, pieces), PAGE, MOUNTS, compiled=False)
 
 
-def _fast(text: bytes, pieces: int = 1) -> sampled_placement.Frame:
-    return _parse(_chunks(text, pieces), PAGE, MOUNTS, compiled=True)
+def _fast(text: bytes, pieces: int = 1) -> Frame:
+    return parse_maps_text(_chunks(text, pieces), PAGE, MOUNTS, compiled=True)
 
 
 def _chunks(text: bytes, pieces: int) -> Iterator[bytes]:
@@ -287,7 +286,7 @@ def test_the_extension_is_built_where_the_numa_maps_scanner_is() -> None:
 def test_without_the_extension_the_pure_path_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sampled_compiled, "COMPILED", False)
     assert isinstance(page_sampler(MovePages(), 1), QuerySampler)
-    got = _parse((HOSTILE,), PAGE, MOUNTS)
+    got = parse_maps_text((HOSTILE,), PAGE, MOUNTS)
     ref = build_strata(pid_maps.parse_pid_maps(HOSTILE.splitlines(keepends=True)).entries,
                        PAGE, MOUNTS)
     assert got.strata == ref
@@ -468,8 +467,8 @@ def test_a_real_process_of_many_hostile_memfd_names_gives_the_reference_frame() 
         p.stdin.close()
         p.wait(timeout=30)
     assert text.count(b"/memfd:") >= 300 and b"\\012name" in text  # escaped by the kernel
-    got = _parse((text,), PAGE, MOUNTS)
-    ref = _parse((text,), PAGE, MOUNTS, compiled=False)
+    got = parse_maps_text((text,), PAGE, MOUNTS)
+    ref = parse_maps_text((text,), PAGE, MOUNTS, compiled=False)
     assert got == ref
     assert got.strata[Kind.SHMEM].pages >= 300
 
@@ -489,11 +488,14 @@ def test_the_frame_cache_keeps_a_large_maps_text_within_its_bytes() -> None:
     first = cache.frame(1, (text[:100_000], text[100_000:]), PAGE, MOUNTS)
     assert cache.frame(1, (text,), PAGE, MOUNTS) is first
     assert first.mappings == 30_000
-    # bounded: the kept texts never exceed max_bytes; the oldest goes first
-    small = FrameCache(max_bytes=len(text) + 10)
+    # what one pid keeps: the text and, for PROCMAP_QUERY, a record of 40 bytes a mapping
+    one = len(text) + 30_000 * 40
+    assert cache.kept_bytes == one
+    # bounded: the kept bytes never exceed max_bytes; the oldest goes first
+    small = FrameCache(max_bytes=one + 10)
     small.frame(1, (text,), PAGE, MOUNTS)
     two = small.frame(2, (text,), PAGE, MOUNTS)
-    assert small.kept_bytes == len(text)
+    assert small.kept_bytes == one
     assert small.frame(2, (text,), PAGE, MOUNTS) is two
     small.frame(1, (text,), PAGE, MOUNTS)  # pid 2's goes to make room
     assert small.frame(2, (text,), PAGE, MOUNTS) is not two
@@ -510,7 +512,7 @@ def test_the_parse_counts_against_the_deadline(compiled: bool) -> None:
         ticks.append(1)
         return 0.0
 
-    _parse((text,), PAGE, MOUNTS, compiled, Deadline(at=1.0, clock=clock))
+    parse_maps_text((text,), PAGE, MOUNTS, compiled, Deadline(at=1.0, clock=clock))
     assert len(ticks) >= 4
     with pytest.raises(Expired):
         FrameCache().frame(1, (text,), PAGE, MOUNTS, compiled, Deadline(at=0.0))

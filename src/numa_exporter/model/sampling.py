@@ -221,6 +221,9 @@ class PlacementEstimate:
     #: how the pages were drawn: "move_pages" (over the mappings) or "pagemap_scan" (a
     #: sparse stratum narrowed to its present runs first; set by the reader)
     path: str = "move_pages"
+    #: how the VMA list was read: "text" (the maps text) or "query" (PROCMAP_QUERY; set
+    #: by the reader, readers/maps_frames.py)
+    maps_way: str = "text"
     #: bytes moved per (from, to) node since the previous read, from the pages followed
     #: (model/sample_memory.py); None: no evidence (a first read, or nothing followed)
     moved: dict[tuple[int, int], int] | None = None

@@ -64,6 +64,11 @@ class SampledPlacement(Protocol):
         ...
 
     @property
+    def maps_way(self) -> str:
+        """Return how the VMA list was read: text (maps) or query (PROCMAP_QUERY)."""
+        ...
+
+    @property
     def moved(self) -> Mapping[tuple[int, int], int] | None:
         """Return the bytes seen moving per (from, to) node since the previous read (None:
         no evidence either way)."""

@@ -40,6 +40,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -103,12 +104,13 @@ static int is_space(char c) {  /* bytes.strip()'s whitespace */
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\x0b' || c == '\x0c';
 }
 
-/* Parse one line [s, e) (no newline). 1: a mapping (start, end, accessible, path [ps, pe)),
- * 0: malformed. */
+/* Parse one line [s, e) (no newline). 1: a mapping (start, end, accessible, device as
+ * major << 32 | minor, inode (modulo 2^64), path [ps, pe)), 0: malformed. */
 static int parse_line(const char *s, const char *e, uint64_t *start, uint64_t *end,
-                      int *accessible, const char **ps, const char **pe) {
+                      int *accessible, uint64_t *dev, uint64_t *inode, const char **ps,
+                      const char **pe) {
     const char *p = s;
-    uint64_t tmp;
+    uint64_t tmp, major, minor;
     if (read_hex(&p, e, 16, start) < 0 || p >= e || *p++ != '-')
         return 0;
     if (read_hex(&p, e, 16, end) < 0 || p >= e || *p++ != ' ')
@@ -122,16 +124,20 @@ static int parse_line(const char *s, const char *e, uint64_t *start, uint64_t *e
     p += 5;
     if (read_hex(&p, e, 16, &tmp) < 0 || p >= e || *p++ != ' ')
         return 0;
-    if (read_hex(&p, e, 8, &tmp) < 0 || p >= e || *p++ != ':')
+    if (read_hex(&p, e, 8, &major) < 0 || p >= e || *p++ != ':')
         return 0;
-    if (read_hex(&p, e, 8, &tmp) < 0 || p >= e || *p++ != ' ')
+    if (read_hex(&p, e, 8, &minor) < 0 || p >= e || *p++ != ' ')
         return 0;
+    *dev = major << 32 | minor;
     int d = 0;
+    uint64_t ino = 0;
     while (p < e && *p >= '0' && *p <= '9') {
         if (++d > 20)
             return 0;
+        ino = ino * 10 + (uint64_t)(*p - '0');
         p++;
     }
+    *inode = ino;
     if (d == 0)
         return 0;
     if (p == e) {
@@ -320,26 +326,113 @@ static PyObject *path_kind(PyObject *self, PyObject *args) {
     return PyLong_FromLong(code);
 }
 
+/* ---- frames: the strata of a VMA list, from a maps text or from PROCMAP_QUERY ---- */
+
+/* The strata being built: per kind code, range starts and cumulative pages (from base), the
+ * largest range, the order of first appearance; the known records of the mappings seen
+ * (KNOWN_FIELDS uint64 each: start, end, device, inode, kind code as int64). */
+#define KNOWN_FIELDS 5
+typedef struct {
+    vec_t starts[NKIND], cum[NKIND], known;
+    uint64_t largest[NKIND], base[NKIND], page;
+    int order[NKIND], norder, want_known;
+} acc_t;
+
+static void acc_free(acc_t *a) {
+    for (int k = 0; k < NKIND; k++) {
+        PyMem_Free(a->starts[k].v);
+        PyMem_Free(a->cum[k].v);
+    }
+    PyMem_Free(a->known.v);
+}
+
+/* Add a known record (when kept) and, for a kind code >= 0, the mapping [lo, hi) to its
+ * stratum; -1 on no memory. */
+static int acc_add(acc_t *a, int code, uint64_t lo_addr, uint64_t hi, uint64_t dev,
+                   uint64_t inode) {
+    if (a->want_known &&
+        (vec_push(&a->known, lo_addr) < 0 || vec_push(&a->known, hi) < 0 ||
+         vec_push(&a->known, dev) < 0 || vec_push(&a->known, inode) < 0 ||
+         vec_push(&a->known, (uint64_t)(int64_t)code) < 0))
+        return -1;
+    if (code < 0)
+        return 0;
+    uint64_t page = a->page, lo = lo_addr - lo_addr % page, span = hi - lo;
+    uint64_t pages = span / page + (span % page != 0);
+    if (a->cum[code].n == 0) {
+        if (vec_push(&a->cum[code], a->base[code]) < 0)
+            return -1;
+        a->order[a->norder++] = code;
+    }
+    if (vec_push(&a->starts[code], lo) < 0 ||
+        vec_push(&a->cum[code], a->cum[code].v[a->cum[code].n - 1] + pages) < 0)
+        return -1;
+    if (pages > a->largest[code])
+        a->largest[code] = pages;
+    return 0;
+}
+
+/* Return ([(starts, cumulative, largest) or None per kind], [codes in order of first range]),
+ * a new tuple, or NULL on an error. */
+static PyObject *acc_result(acc_t *a) {
+    PyObject *kinds = PyList_New(NKIND);
+    if (kinds == NULL)
+        return NULL;
+    for (int k = 0; k < NKIND; k++) {
+        PyObject *item;
+        if (a->starts[k].n == 0) {
+            item = Py_NewRef(Py_None);
+        } else {
+            item = Py_BuildValue("(y#y#K)", (const char *)a->starts[k].v,
+                                 a->starts[k].n * (Py_ssize_t)sizeof(uint64_t),
+                                 (const char *)a->cum[k].v,
+                                 a->cum[k].n * (Py_ssize_t)sizeof(uint64_t),
+                                 (unsigned long long)a->largest[k]);
+            if (item == NULL) {
+                Py_DECREF(kinds);
+                return NULL;
+            }
+        }
+        PyList_SET_ITEM(kinds, k, item);
+    }
+    PyObject *first = PyList_New(a->norder);
+    if (first == NULL) {
+        Py_DECREF(kinds);
+        return NULL;
+    }
+    for (int i = 0; i < a->norder; i++)
+        PyList_SET_ITEM(first, i, PyLong_FromLong(a->order[i]));
+    return Py_BuildValue("(NN)", kinds, first);
+}
+
+/* Return the known records as bytes (empty when not kept), a new reference or NULL. */
+static PyObject *acc_known(acc_t *a) {
+    return PyBytes_FromStringAndSize((const char *)a->known.v,
+                                     a->known.n * (Py_ssize_t)sizeof(uint64_t));
+}
+
+static int page_ok(unsigned long long page) {
+    if (page == 0 || (page & (page - 1)) != 0) {
+        PyErr_SetString(PyExc_ValueError, "page size must be a power of two");
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *maps_frame(PyObject *self, PyObject *args) {
     Py_buffer text;
     unsigned long long page;
     PyObject *mount_tuple;
     mounts_t mounts;
     Py_ssize_t max_entries;
-    unsigned long long base[NKIND];
-    if (!PyArg_ParseTuple(args, "y*KOn(KKKK)", &text, &page, &mount_tuple, &max_entries,
-                          &base[0], &base[1], &base[2], &base[3]))
+    acc_t a = {0};
+    if (!PyArg_ParseTuple(args, "y*KOn(KKKK)|p", &text, &page, &mount_tuple, &max_entries,
+                          &a.base[0], &a.base[1], &a.base[2], &a.base[3], &a.want_known))
         return NULL;
-    PyObject *result = NULL;
-    vec_t starts[NKIND] = {{0}}, cum[NKIND] = {{0}};
-    uint64_t largest[NKIND] = {0};
-    int order[NKIND], norder = 0;
+    PyObject *result = NULL, *got = NULL;
     centry_t *cache = NULL;
-    if (page == 0 || (page & (page - 1)) != 0) {
-        PyErr_SetString(PyExc_ValueError, "page size must be a power of two");
-        goto done;
-    }
-    if (mounts_from(mount_tuple, &mounts) < 0)
+    a.page = page;
+    if (!page_ok(page) || mounts_from(mount_tuple, &mounts) < 0)
         goto done;
     cache = PyMem_Calloc(CACHE, sizeof(centry_t));
     if (cache == NULL) {
@@ -361,10 +454,10 @@ static PyObject *maps_frame(PyObject *self, PyObject *args) {
             }
         if (blank)
             continue;
-        uint64_t a, b;
+        uint64_t lo, hi, dev, inode;
         int acc;
         const char *ps, *pe;
-        if (!parse_line(s, le, &a, &b, &acc, &ps, &pe)) {
+        if (!parse_line(s, le, &lo, &hi, &acc, &dev, &inode, &ps, &pe)) {
             errors++;
             continue;
         }
@@ -374,58 +467,170 @@ static PyObject *maps_frame(PyObject *self, PyObject *args) {
         if (!acc)
             continue;
         int code = kind_of(cache, &mounts, ps ? ps : "", ps ? pe - ps : 0);
-        if (code == -2)
+        if (code == -2 || acc_add(&a, code, lo, hi, dev, inode) < 0)
             goto done;
-        if (code < 0)
-            continue;
-        uint64_t lo = a - a % page, span = b - lo;
-        uint64_t pages = span / page + (span % page != 0);
-        if (cum[code].n == 0) {
-            if (vec_push(&cum[code], base[code]) < 0)
-                goto done;
-            order[norder++] = code;
-        }
-        if (vec_push(&starts[code], lo) < 0 ||
-            vec_push(&cum[code], cum[code].v[cum[code].n - 1] + pages) < 0)
-            goto done;
-        if (pages > largest[code])
-            largest[code] = pages;
     }
-    PyObject *kinds = PyList_New(NKIND);
-    if (kinds == NULL)
+    got = acc_result(&a);
+    if (got == NULL)
         goto done;
-    for (int k = 0; k < NKIND; k++) {
-        PyObject *item;
-        if (starts[k].n == 0) {
-            item = Py_NewRef(Py_None);
-        } else {
-            item = Py_BuildValue("(y#y#K)", (const char *)starts[k].v,
-                                 starts[k].n * (Py_ssize_t)sizeof(uint64_t),
-                                 (const char *)cum[k].v,
-                                 cum[k].n * (Py_ssize_t)sizeof(uint64_t),
-                                 (unsigned long long)largest[k]);
-            if (item == NULL) {
-                Py_DECREF(kinds);
-                goto done;
-            }
-        }
-        PyList_SET_ITEM(kinds, k, item);
-    }
-    PyObject *first = PyList_New(norder);
-    if (first == NULL) {
-        Py_DECREF(kinds);
-        goto done;
-    }
-    for (int i = 0; i < norder; i++)
-        PyList_SET_ITEM(first, i, PyLong_FromLong(order[i]));
-    result = Py_BuildValue("(nnNN)", mappings, errors, kinds, first);
+    if (a.want_known)
+        result = Py_BuildValue("(nnOON)", mappings, errors, PyTuple_GET_ITEM(got, 0),
+                               PyTuple_GET_ITEM(got, 1), acc_known(&a));
+    else
+        result = Py_BuildValue("(nnOO)", mappings, errors, PyTuple_GET_ITEM(got, 0),
+                               PyTuple_GET_ITEM(got, 1));
 done:
-    for (int k = 0; k < NKIND; k++) {
-        PyMem_Free(starts[k].v);
-        PyMem_Free(cum[k].v);
-    }
+    Py_XDECREF(got);
+    acc_free(&a);
     PyMem_Free(cache);
     PyBuffer_Release(&text);
+    return result;
+}
+
+/* PROCMAP_QUERY (include/uapi/linux/fs.h, Linux 6.11): the VMA at or after an address, read
+ * through an open /proc/<pid>/maps descriptor without the text (and without the path of a
+ * file mapping, which costs the kernel a d_path per line, unless asked for). */
+struct procmap_query {
+    uint64_t size, query_flags, query_addr, vma_start, vma_end, vma_flags, vma_page_size,
+        vma_offset, inode;
+    uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+    uint64_t vma_name_addr, build_id_addr;
+};
+#define PROCMAP_QUERY _IOWR('f', 17, struct procmap_query)
+#define PROCMAP_QUERY_VMA_RWX 0x07
+#define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
+#define NAME_MAX_BYTES 4096 /* PATH_MAX: the kernel's bound on a name it returns */
+
+/* Ask for the VMA at or after addr (with its name into buf when buf). 0: found, 1: none
+ * left, -1: errno set. */
+static int query_vma(int fd, uint64_t addr, struct procmap_query *q, char *buf) {
+    memset(q, 0, sizeof(*q));
+    q->size = sizeof(*q);
+    q->query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA;
+    q->query_addr = addr;
+    if (buf != NULL) {
+        q->vma_name_addr = (uint64_t)(uintptr_t)buf;
+        q->vma_name_size = NAME_MAX_BYTES;
+    }
+    int r;
+    do {
+        r = ioctl(fd, PROCMAP_QUERY, q);
+    } while (r < 0 && errno == EINTR);
+    if (r == 0)
+        return 0;
+    return errno == ENOENT ? 1 : -1;
+}
+
+/* Return the kind code of the VMA q names (asked again with its name), -2 on no memory,
+ * -3 with errno set when the ask failed, -4 when the VMA changed between the two asks. */
+static int named_code(int fd, const struct procmap_query *q, char *buf, const mounts_t *m) {
+    struct procmap_query n;
+    int r = query_vma(fd, q->vma_start, &n, buf);
+    if (r < 0)
+        return -3;
+    if (r == 1 || n.vma_start != q->vma_start || n.vma_end != q->vma_end ||
+        n.inode != q->inode || n.dev_major != q->dev_major || n.dev_minor != q->dev_minor)
+        return -4;
+    Py_ssize_t len = n.vma_name_size > 0 ? (Py_ssize_t)n.vma_name_size - 1 : 0;
+    if (len == 0)
+        return K_ANON;
+    Py_ssize_t dn = (Py_ssize_t)(sizeof(DELETED) - 1);
+    while (len > 0 && buf[len - 1] == ' ')
+        len--;
+    if (len > dn && memcmp(buf + len - dn, DELETED, (size_t)dn) == 0)
+        len -= dn;
+    return len == 0 ? K_ANON : kind_of_path(buf, len, m);
+}
+
+static PyObject *query_frame(PyObject *self, PyObject *args) {
+    int fd;
+    unsigned long long addr, page;
+    Py_ssize_t max_vmas, max_entries, pos;
+    PyObject *mount_tuple;
+    mounts_t mounts;
+    Py_buffer known;
+    acc_t a = {0};
+    if (!PyArg_ParseTuple(args, "iKnKOn(KKKK)y*n", &fd, &addr, &max_vmas, &page, &mount_tuple,
+                          &max_entries, &a.base[0], &a.base[1], &a.base[2], &a.base[3],
+                          &known, &pos))
+        return NULL;
+    PyObject *result = NULL, *got = NULL;
+    char *buf = NULL;
+    a.page = page;
+    a.want_known = 1;
+    const uint64_t *kv = known.buf;
+    Py_ssize_t kn = known.len / (Py_ssize_t)(KNOWN_FIELDS * sizeof(uint64_t));
+    Py_ssize_t mappings = 0, names = 0, changed = 0;
+    int done = 0;
+    if (!page_ok(page) || mounts_from(mount_tuple, &mounts) < 0)
+        goto out;
+    if (pos < 0 || pos > kn) {
+        PyErr_SetString(PyExc_ValueError, "known position out of range");
+        goto out;
+    }
+    buf = PyMem_Malloc(NAME_MAX_BYTES);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < max_vmas; i++) {
+        struct procmap_query q;
+        int r = query_vma(fd, addr, &q, NULL);
+        if (r < 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto out;
+        }
+        if (r == 1 || q.vma_end <= q.vma_start || mappings >= max_entries) {
+            done = 1;
+            break;
+        }
+        addr = q.vma_end;
+        mappings++;
+        if ((q.vma_flags & PROCMAP_QUERY_VMA_RWX) == 0)
+            continue; /* PROT_NONE: no pages numa_maps counts */
+        uint64_t dev = (uint64_t)q.dev_major << 32 | q.dev_minor;
+        while (pos < kn && kv[pos * KNOWN_FIELDS] < q.vma_start)
+            pos++;
+        const uint64_t *k = pos < kn ? &kv[pos * KNOWN_FIELDS] : NULL;
+        int code;
+        if (k != NULL && k[0] == q.vma_start && k[1] == q.vma_end && k[2] == dev &&
+            k[3] == q.inode) {
+            code = (int)(int64_t)k[4];
+        } else {
+            code = named_code(fd, &q, buf, &mounts);
+            names++;
+            if (code == -3) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto out;
+            }
+            if (code == -4) { /* it changed under us: ask again from its start */
+                addr = q.vma_start;
+                mappings--;
+                if (++changed > 64) {
+                    errno = EAGAIN;
+                    PyErr_SetFromErrno(PyExc_OSError);
+                    goto out;
+                }
+                continue;
+            }
+        }
+        if (acc_add(&a, code, q.vma_start, q.vma_end, dev, q.inode) < 0)
+            goto out;
+        if (addr == 0) { /* the last VMA ends at the top of the address space */
+            done = 1;
+            break;
+        }
+    }
+    got = acc_result(&a);
+    if (got == NULL)
+        goto out;
+    result = Py_BuildValue("(nOOKiNnn)", mappings, PyTuple_GET_ITEM(got, 0),
+                           PyTuple_GET_ITEM(got, 1), addr, done, acc_known(&a), pos, names);
+out:
+    Py_XDECREF(got);
+    acc_free(&a);
+    PyMem_Free(buf);
+    PyBuffer_Release(&known);
     return result;
 }
 
@@ -636,6 +841,7 @@ static PyObject *query(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"maps_frame", maps_frame, METH_VARARGS, "Parse a maps text into sampling strata."},
+    {"query_frame", query_frame, METH_VARARGS, "Read VMAs with PROCMAP_QUERY into strata."},
     {"draw", draw, METH_VARARGS, "Draw n sorted page addresses of a stratum."},
     {"pages", pages, METH_VARARGS, "Every page address of a stratum."},
     {"query", query, METH_VARARGS, "One move_pages query of up to 256 pages, tallied."},
@@ -680,7 +886,8 @@ PyMODINIT_FUNC PyInit__sampled_fast(void) {
         add(mod, "HUGETLB_ANON_PATH", PyBytes_FromString(HUGETLB_ANON_PATH)) < 0 ||
         add(mod, "DEV_PREFIX", PyBytes_FromString(DEV_PREFIX)) < 0 ||
         add(mod, "ANON_SHMEM_PREFIX", PyBytes_FromString(ANON_SHMEM_PREFIX)) < 0 ||
-        PyModule_AddIntConstant(mod, "MAX_MOUNTS", MAX_MOUNTS) < 0) {
+        PyModule_AddIntConstant(mod, "MAX_MOUNTS", MAX_MOUNTS) < 0 ||
+        PyModule_AddIntConstant(mod, "KNOWN_FIELDS", KNOWN_FIELDS) < 0) {
         Py_DECREF(mod);
         return NULL;
     }

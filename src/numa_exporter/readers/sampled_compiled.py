@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from array import array
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from numa_exporter.model.sampling import Stratum, Tally, sampleable
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
@@ -32,6 +33,8 @@ except ImportError:  # pragma: no cover - depends on the build
 COMPILED = _sampled_fast is not None
 #: hugetlbfs mounts the extension takes at most (more: the pure-Python parse).
 MAX_MOUNTS = _sampled_fast.MAX_MOUNTS if _sampled_fast is not None else 0
+#: uint64 fields of one known record (start, end, device, inode, kind code).
+KNOWN_FIELDS = _sampled_fast.KNOWN_FIELDS if _sampled_fast is not None else 5
 #: Kind codes of the extension (index = code).
 KINDS = (Kind.ANON, Kind.FILE, Kind.SHMEM, Kind.HUGETLB)
 _CODE = {k: i for i, k in enumerate(KINDS)}
@@ -57,14 +60,61 @@ def path_kind(raw: bytes, hugetlbfs_mounts: tuple[str, ...]) -> int:
 
 
 class CompiledFrame:
-    """The strata of one maps text parsed in pieces by the extension, and its counts."""
+    """The strata of one VMA list as the extension builds them piece by piece (a maps text
+    in pieces, PROCMAP_QUERY in batches), its counts and its known records."""
 
     def __init__(self) -> None:
         self.starts: dict[Kind, list[bytes]] = {}
         self.cumulative: dict[Kind, list[bytes]] = {}
         self.largest: dict[Kind, int] = {}
+        self.order: list[Kind] = []
+        self.totals = [0, 0, 0, 0]
+        self.known: list[bytes] = []
         self.mappings = 0
         self.errors = 0
+
+    def add(self, kinds: list[tuple[bytes, bytes, int] | None], first: list[int]) -> None:
+        """Add one piece's ranges per kind code (``first``: codes in order of first range)."""
+        for code in first:
+            if KINDS[code] not in self.starts:
+                self.order.append(KINDS[code])
+        for code, got in enumerate(kinds):
+            if got is None:
+                continue
+            kind = KINDS[code]
+            starts, cum, largest = got
+            if kind not in self.starts:
+                self.starts[kind], self.cumulative[kind] = [], [cum[:8]]
+            self.starts[kind].append(starts)
+            self.cumulative[kind].append(cum[8:])
+            self.largest[kind] = max(self.largest.get(kind, 0), largest)
+            self.totals[code] = _u64(cum[-8:])[0]
+
+    def bases(self) -> tuple[int, int, int, int]:
+        """Return the pages counted so far per kind code (where the next piece goes on)."""
+        t = self.totals
+        return (t[0], t[1], t[2], t[3])
+
+    def result(self, page_size: int) -> Parsed:
+        """Return the strata in order of first appearance, the counts and known records."""
+        strata = {kind: Stratum(kind, _u64(b"".join(self.starts[kind])),
+                                _u64(b"".join(self.cumulative[kind])), page_size,
+                                self.largest[kind] * page_size)
+                  for kind in self.order}
+        return Parsed(strata, self.errors, self.mappings, b"".join(self.known))
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A VMA list made strata: (strata in order of first appearance, malformed lines,
+    mappings) and ``known``, its accessible mappings as packed records (start, end, device,
+    inode, kind code; :data:`KNOWN_FIELDS` uint64 each, in address order): what a later
+    :func:`query_frame` reuses instead of asking the kernel for their paths again."""
+
+    strata: dict[Kind, Stratum]
+    errors: int
+    mappings: int
+    known: bytes = b""
 
 
 def mount_prefixes(hugetlbfs_mounts: tuple[str, ...]) -> tuple[bytes, ...]:
@@ -75,40 +125,25 @@ def mount_prefixes(hugetlbfs_mounts: tuple[str, ...]) -> tuple[bytes, ...]:
 
 
 def parse_frame(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...],
-                deadline: Deadline = NEVER) -> tuple[dict[Kind, Stratum], int, int]:
-    """Return (strata in order of first appearance, malformed lines, mappings) of a maps
-    text given in chunks, as ``build_strata(parse_pid_maps(...).entries)`` gives them.
-    ``deadline`` is checked before each piece of :data:`PIECE` bytes is parsed
-    (``Expired`` gives the parse up)."""
+                deadline: Deadline = NEVER, keep_known: bool = False) -> Parsed:
+    """Return the strata of a maps text given in chunks, as
+    ``build_strata(parse_pid_maps(...).entries)`` gives them, with the counts and (where
+    ``keep_known``) the known records. ``deadline`` is checked before each piece of
+    :data:`PIECE` bytes is parsed (``Expired`` gives the parse up)."""
     assert _sampled_fast is not None
     fast = _sampled_fast
     mounts = mount_prefixes(hugetlbfs_mounts)  # at most MAX_MOUNTS (else ValueError)
-
     f = CompiledFrame()
-    totals = [0, 0, 0, 0]
-    order: list[Kind] = []
 
     def feed(text: bytes | memoryview) -> None:
         deadline.check("maps parse")
-        n, errs, kinds, first = fast.maps_frame(text, page_size, mounts,
-                                                max(MAX_ENTRIES - f.mappings, 0),
-                                                (totals[0], totals[1], totals[2], totals[3]))
-        f.mappings += n
-        f.errors += errs
-        for code in first:
-            if KINDS[code] not in f.starts:
-                order.append(KINDS[code])
-        for code, got in enumerate(kinds):
-            if got is None:
-                continue
-            kind = KINDS[code]
-            starts, cum, largest = got
-            if kind not in f.starts:
-                f.starts[kind], f.cumulative[kind] = [], [cum[:8]]
-            f.starts[kind].append(starts)
-            f.cumulative[kind].append(cum[8:])
-            f.largest[kind] = max(f.largest.get(kind, 0), largest)
-            totals[code] = _u64(cum[-8:])[0]
+        got = fast.maps_frame(text, page_size, mounts, max(MAX_ENTRIES - f.mappings, 0),
+                              f.bases(), keep_known)
+        f.mappings += got[0]
+        f.errors += got[1]
+        f.add(got[2], got[3])
+        if keep_known:
+            f.known.append(got[4])  # type: ignore[misc]
 
     rest = b""
     buf: list[bytes] = []
@@ -122,11 +157,36 @@ def parse_frame(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple
     text = rest + b"".join(buf)
     if text:
         feed(text)
-    strata = {kind: Stratum(kind, _u64(b"".join(f.starts[kind])),
-                            _u64(b"".join(f.cumulative[kind])), page_size,
-                            f.largest[kind] * page_size)
-              for kind in order}
-    return strata, f.errors, f.mappings
+    return f.result(page_size)
+
+
+#: VMAs one PROCMAP_QUERY batch asks for between two checks of the deadline.
+QUERY_BATCH = 8192
+
+
+def query_frame(fd: int, page_size: int, hugetlbfs_mounts: tuple[str, ...], known: bytes,
+                deadline: Deadline = NEVER) -> tuple[Parsed, int]:
+    """Return the strata of the VMA list of the maps descriptor ``fd`` read with
+    PROCMAP_QUERY (Linux 6.11), and how many paths the kernel was asked for. A VMA found in
+    ``known`` (same start, end, device and inode) keeps its kind; any other is asked for its
+    path once and classified by the rules of :func:`parse_frame`, so both give the same
+    strata for the same VMAs. Raises OSError as the ioctl fails (ENOTTY: no such ioctl);
+    ``deadline`` is checked before each batch of :data:`QUERY_BATCH` VMAs."""
+    assert _sampled_fast is not None
+    mounts = mount_prefixes(hugetlbfs_mounts)
+    f = CompiledFrame()
+    addr, pos, names, done = 0, 0, 0, False
+    while not done:
+        deadline.check("maps query")
+        n, kinds, first, addr, done_flag, got, pos, asked = _sampled_fast.query_frame(
+            fd, addr, QUERY_BATCH, page_size, mounts, max(MAX_ENTRIES - f.mappings, 0),
+            f.bases(), known, pos)
+        done = bool(done_flag)
+        f.mappings += n
+        names += asked
+        f.add(kinds, first)
+        f.known.append(got)
+    return f.result(page_size), names
 
 
 def _feed_pieces(text: bytes, feed: Callable[[memoryview], None]) -> bytes:

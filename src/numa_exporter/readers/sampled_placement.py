@@ -18,11 +18,8 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import errno
-import itertools
 import os
 import random
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from numa_exporter.model.sample_memory import SampleMemory
@@ -33,16 +30,14 @@ from numa_exporter.model.sampling import (
     PageSampler,
     PlacementEstimate,
     QuerySampler,
-    Stratum,
-    build_strata,
     estimate_placement,
-    largest_mapping,
     status_totals,
 )
 from numa_exporter.parsers.numa_maps import Kind
-from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS, parse_pid_maps
+from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers import sampled_compiled, sampled_sparse
+from numa_exporter.readers.maps_frames import FRAMES, FrameCache, Way, parse_maps_text
 from numa_exporter.readers.sampled_memory import read_with_memory
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import ReadFailed, SourceError
@@ -50,122 +45,6 @@ from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
 
 _MOVE_PAGES: MovePages | None = None
-
-
-def maps_lines(files: ProcessFiles) -> Iterator[bytes]:
-    """Yield the lines of ``maps`` (the VMA list; reading it walks no page tables)."""
-    return _lines(files.maps())
-
-
-def _lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """Yield the lines of a text given in chunks, each with its newline (the last may lack
-    one); only a newline ends a line, as the kernel writes them."""
-    rest = b""
-    for chunk in chunks:
-        *whole, rest = (rest + chunk).split(b"\n")
-        for line in whole:
-            yield line + b"\n"
-    if rest:
-        yield rest
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """The sampling frame of one ``maps`` text: its strata and what the scan keeps of it."""
-
-    strata: dict[Kind, Stratum]
-    parse_errors: int
-    largest_mapping: int
-    mappings: int
-
-
-class FrameCache:
-    """The last frame per pid, reused while the process's ``maps`` text is byte for byte the
-    same: the text is still read each time (no page walk), but not parsed again. A process of
-    many threads has a mapping per thread stack, one of many memfds a mapping per file;
-    parsing them was most of a sampled read.
-
-    Bounded: at most ``max_entries`` pids, texts of at most ``max_text`` bytes (a bigger one
-    is parsed as it streams and not kept) and ``max_bytes`` of kept texts in all (the
-    oldest go first).
-    """
-
-    def __init__(self, max_entries: int = 256, max_text: int = 16 << 20,
-                 max_bytes: int = 64 << 20) -> None:
-        self.max_entries = max_entries
-        self.max_text = max_text
-        self.max_bytes = max_bytes
-        self.kept_bytes = 0
-        self._frames: dict[int, tuple[bytes, Frame]] = {}
-
-    def frame(self, pid: int, chunks: Iterable[bytes], page_size: int,
-              hugetlbfs_mounts: tuple[str, ...], compiled: bool = True,
-              deadline: Deadline = NEVER) -> Frame:
-        """Return the frame of the maps text of ``pid`` given in ``chunks``: the kept one
-        when the text is the same, else parsed (and kept when it is small enough);
-        ``compiled``: parse with the extension where it is built; ``deadline`` is checked
-        as the parse goes (``Expired`` gives it up)."""
-        it = iter(chunks)
-        head: list[bytes] = []
-        size = 0
-        for chunk in it:
-            head.append(chunk)
-            size += len(chunk)
-            if size > self.max_text:  # too big to keep: parse it as it streams
-                return _parse(itertools.chain(head, it), page_size, hugetlbfs_mounts,
-                              compiled, deadline)
-        text = b"".join(head)
-        kept = self._frames.get(pid)
-        if kept is not None and kept[0] == text:
-            return kept[1]
-        got = _parse((text,), page_size, hugetlbfs_mounts, compiled, deadline)
-        self._keep(pid, text, got)
-        return got
-
-    def _keep(self, pid: int, text: bytes, frame: Frame) -> None:
-        """Keep ``frame`` and its ``text`` as ``pid``'s, the newest; drop the oldest while
-        the bounds are exceeded."""
-        old = self._frames.pop(pid, None)
-        if old is not None:
-            self.kept_bytes -= len(old[0])
-        if self.max_entries <= 0 or len(text) > self.max_bytes:
-            return
-        while self._frames and (len(self._frames) >= self.max_entries
-                                or self.kept_bytes + len(text) > self.max_bytes):
-            oldest = next(iter(self._frames))
-            self.kept_bytes -= len(self._frames.pop(oldest)[0])
-        self._frames[pid] = (text, frame)
-        self.kept_bytes += len(text)
-
-
-FRAMES = FrameCache()
-
-
-def _parse(chunks: Iterable[bytes], page_size: int, hugetlbfs_mounts: tuple[str, ...],
-           compiled: bool = True, deadline: Deadline = NEVER) -> Frame:
-    """Return the frame of a maps text given in chunks (with the extension where it is
-    built and ``compiled`` is True: the same frame, at a fraction of the cost); ``deadline``
-    is checked before each piece of the text is parsed (``Expired`` gives it up)."""
-    if (compiled and sampled_compiled.COMPILED
-            and len(hugetlbfs_mounts) <= sampled_compiled.MAX_MOUNTS):
-        strata, errors, mappings = sampled_compiled.parse_frame(chunks, page_size,
-                                                                hugetlbfs_mounts, deadline)
-        return Frame(strata, errors, largest_mapping(strata), mappings)
-    maps = parse_pid_maps(_checked(_lines(chunks), deadline))
-    strata = build_strata(maps.entries, page_size, hugetlbfs_mounts)
-    return Frame(strata, maps.error_count, largest_mapping(strata), len(maps.entries))
-
-
-#: Lines the pure-Python parse reads between two checks of the deadline.
-CHECK_LINES = 4096
-
-
-def _checked(lines: Iterator[bytes], deadline: Deadline) -> Iterator[bytes]:
-    """Yield ``lines``, checking ``deadline`` before every :data:`CHECK_LINES` of them."""
-    for i, line in enumerate(lines):
-        if i % CHECK_LINES == 0:
-            deadline.check("maps parse")
-        yield line
 
 
 def page_sampler(move_pages: MovePages, pid: int, compiled: bool = True) -> PageSampler:
@@ -294,11 +173,12 @@ def read_sampled(
     """
     mp = _move_pages_for(files, move_pages)
     size = page_size or os.sysconf("SC_PAGE_SIZE")
-    maps = deadline.each(files.maps())
     if frames is None:
-        frame = _parse(maps, size, hugetlbfs_mounts, compiled, deadline)
+        frame = parse_maps_text(deadline.each(files.maps()), size, hugetlbfs_mounts,
+                                compiled, deadline)
+        way = Way.TEXT
     else:
-        frame = frames.frame(files.pid, maps, size, hugetlbfs_mounts, compiled, deadline)
+        frame, way = frames.read(files, size, hugetlbfs_mounts, compiled, deadline)
     totals = status_totals(status)
     strata = frame.strata
     unscanned: dict[Kind, sampled_sparse.Unscanned] = {}
@@ -329,4 +209,4 @@ def read_sampled(
     est = sampled_sparse.set_aside(est, unscanned, totals, size)
     return dataclasses.replace(est, parse_errors=frame.parse_errors,
                                largest_mapping=frame.largest_mapping, mappings=frame.mappings,
-                               path=path)
+                               path=path, maps_way=way.value)

@@ -171,7 +171,8 @@ def thread_weights(readings: list[ThreadReading] | None, previous: Mapping[int, 
 
 def log_sampled(pid: int, est: SampledPlacement) -> None:
     """Log (debug) how a sampled read found the pages, how sure it is and what moved."""
-    log.debug("sampled placement", pid=pid, path=est.path, samples=est.samples,
+    log.debug("sampled placement", pid=pid, path=est.path, maps=est.maps_way,
+              samples=est.samples,
               node_bytes_stderr=round(est.node_bytes_stderr()),
               moved=({f"{a}->{b}": v for (a, b), v in est.moved.items()}
                      if est.moved is not None else None))

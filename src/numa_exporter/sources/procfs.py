@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Absent, Gone, classify
 from numa_exporter.sources.files import read_optional, read_records, read_small, stream_chunks
 from numa_exporter.sources.held import HeldFiles
+from numa_exporter.sources.maps_query import with_maps_descriptor
 from numa_exporter.sources.pagemap_scan import scan_pages
 from numa_exporter.sources.process_fds import DeviceFd, is_live_procfs, open_device_files
+
+T = TypeVar("T")
 
 
 class ProcFS:
@@ -208,6 +212,16 @@ class ProcessFiles:
         A maps absent while the process's directory is there raises Absent, not Gone.
         """
         return self._stream("maps")
+
+    def query_maps(self, run: Callable[[int], T]) -> T:
+        """Return what ``run`` returns given a descriptor open on ``maps`` (for
+        PROCMAP_QUERY, see sources/maps_query.py). Raises MapsQueryUnsupported on a kernel
+        without the ioctl; a maps absent while the process's directory is there raises
+        Absent, not Gone."""
+        try:
+            return with_maps_descriptor(f"{self._mm_dir}/maps", run)
+        except Gone as err:
+            raise self._gone_or_absent(err) from err
 
     def pagemap(self, pages: Sequence[int]) -> list[bytes]:
         """Return the 8-byte ``pagemap`` entry of each virtual page number in ``pages`` (one
