@@ -6,6 +6,8 @@ same seed; the compiled one must be the one used where the extension is built.
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import subprocess
 import sys
@@ -201,6 +203,41 @@ def test_bad_arguments_are_refused_not_trusted() -> None:
         fast.maps_frame(b"1000-2000 rw-p 0 00:00 0 /x\n", PAGE, ("/x/",), 10, (0, 0, 0, 0))
     with pytest.raises(ValueError):  # more mounts than it takes
         fast.path_kind(b"/x", tuple(b"/m%d/" % i for i in range(fast.MAX_MOUNTS + 1)))
+    fd = os.open("/proc/self/maps", os.O_RDONLY)
+    try:
+        with pytest.raises(ValueError):  # a known position past the records
+            fast.query_frame(fd, 0, 10, PAGE, (), 10, (0, 0, 0, 0), b"", 1)
+        with pytest.raises(ValueError):
+            fast.query_frame(fd, 0, 10, 4095, (), 10, (0, 0, 0, 0), b"", 0)
+    finally:
+        os.close(fd)
+
+
+@needs_compiled
+def test_a_known_record_of_no_kind_is_asked_for_again() -> None:
+    """Known records are the reader's own, yet a kind code out of range (a corrupted record)
+    must not index past the strata: the VMA's path is asked for instead."""
+    fast = sampled_compiled._sampled_fast
+    assert fast is not None
+    text = Path("/proc/self/maps").read_bytes()
+    ref = sampled_compiled.parse_frame((text,), PAGE, MOUNTS, keep_known=True)
+    bad = array("Q")
+    bad.frombytes(ref.known)
+    for i in range(4, len(bad), sampled_compiled.KNOWN_FIELDS):
+        bad[i] = 7 if i % 2 else (1 << 63)  # codes 7 and a huge negative one
+    fd = os.open("/proc/self/maps", os.O_RDONLY)
+    try:
+        try:
+            _, kinds, _, _, _, _, _, asked = fast.query_frame(
+                fd, 0, 1 << 20, PAGE, sampled_compiled.mount_prefixes(MOUNTS), 1 << 20,
+                (0, 0, 0, 0), bad.tobytes(), 0)
+        except OSError as err:
+            if err.errno == errno.ENOTTY:
+                pytest.skip("this kernel has no PROCMAP_QUERY (before Linux 6.11)")
+            raise
+    finally:
+        os.close(fd)
+    assert asked > 0 and len(kinds) == 4
 
 
 CHILD = textwrap.dedent("""

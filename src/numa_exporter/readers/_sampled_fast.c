@@ -594,7 +594,7 @@ static PyObject *query_frame(PyObject *self, PyObject *args) {
         const uint64_t *k = pos < kn ? &kv[pos * KNOWN_FIELDS] : NULL;
         int code;
         if (k != NULL && k[0] == q.vma_start && k[1] == q.vma_end && k[2] == dev &&
-            k[3] == q.inode) {
+            k[3] == q.inode && (int64_t)k[4] >= -1 && (int64_t)k[4] < NKIND) {
             code = (int)(int64_t)k[4];
         } else {
             code = named_code(fd, &q, buf, &mounts);
