@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 
 from numa_exporter.config import Config
+from numa_exporter.parsers.numa_maps import Kind
+from numa_exporter.readers import maps_frames
+from numa_exporter.readers.maps_frames import FRAMES
 from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
 from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
@@ -123,3 +126,54 @@ def test_two_gib_in_a_64_tib_reservation_is_placed_every_scan(
         assert s.method == "sampled"  # a 64 TiB mapping: the hold requires it
         placed = sum(s.memory.values())
         assert placed >= 0.9 * s.rss_bytes, (placed, s.unsampled_bytes, s.rss_bytes)
+
+
+# 80 MiB anonymous and 3,000 memfds of distinct names (one written page each): a list whose
+# text costs the kernel a d_path a line, read by PROCMAP_QUERY where the kernel has it
+_MEMFDS = (
+    "import ctypes, mmap, os, sys, time\n"
+    "libc = ctypes.CDLL(None)\n"
+    "libc.mmap.restype = ctypes.c_void_p\n"
+    "libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,"
+    " ctypes.c_int, ctypes.c_long]\n"
+    "b = bytearray(80 << 20)\n"
+    "for i in range(3000):\n"
+    "    fd = os.memfd_create('hostile-memfd-%d' % i)\n"
+    "    os.ftruncate(fd, 4096)\n"
+    "    a = libc.mmap(None, 4096, 3, mmap.MAP_SHARED, fd, 0)\n"
+    "    os.close(fd)\n"
+    "    ctypes.memset(a, 1, 4096)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def test_a_process_of_many_memfds_is_placed_whichever_way_its_list_is_read() -> None:
+    ok, reason = sampling_available(Path("/proc"))
+    if not ok:
+        pytest.skip(f"move_pages unusable here: {reason}")
+    child = subprocess.Popen([sys.executable, "-c", _MEMFDS, "hostile-memfds"],
+                             stdout=subprocess.PIPE)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        # a hold budget of 1 us: sampled whenever the hold allows nothing else
+        cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
+                     include=re.compile(r"hostile-memfds$"), hold_budget=1e-6,
+                     policy_interval=0.0)
+        scanner = Scanner(cfg, sampled=read_sampled)
+        shmem = 3000 * 4096
+        for _ in range(4):
+            (s,) = [p for p in scanner.scan().processes if p.pid == child.pid]
+            assert s.method == "sampled"
+            by_kind: dict[Kind, int] = {}
+            for (_, kind), b in s.memory.items():
+                by_kind[kind] = by_kind.get(kind, 0) + b
+            # the memfds' pages are shmem and placed (3,000 pages: a census, exact)
+            assert abs(by_kind.get(Kind.SHMEM, 0) - shmem) <= 0.05 * shmem, by_kind
+            assert by_kind.get(Kind.ANON, 0) >= 70 * MiB, by_kind
+        costs = FRAMES._frames[child.pid].costs
+        if maps_frames._Usable.query:  # 6.11+: the query was tried and measured
+            assert costs.query is not None and costs.text is not None
+    finally:
+        child.kill()
+        child.wait()
