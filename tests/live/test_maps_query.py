@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -267,3 +268,6 @@ def test_a_path_over_path_max_fails_the_query_and_the_text_reads_it(
     finally:
         proc.kill()
         proc.wait()
+        # removed here, by descriptors (rmtree's openat walk): pytest's own clean-up of a
+        # tree deeper than PATH_MAX was seen to take a minute
+        shutil.rmtree(tmp_path / ("d" * 240))
