@@ -205,8 +205,8 @@ class FrameCache:
 
     def _query(self, files: ProcessFiles, kept: _Kept, page_size: int,
                hugetlbfs_mounts: tuple[str, ...], deadline: Deadline) -> Frame:
-        """Return the frame read by PROCMAP_QUERY, the kept one when its known records
-        did not change; keep the new one."""
+        """Return the frame read by PROCMAP_QUERY: the kept one (with its text) when the
+        strata are the same, else a new one; keep it with the query's known records."""
         parsed, _ = files.query_maps(lambda fd: sampled_compiled.query_frame(
             fd, page_size, hugetlbfs_mounts, kept.known, deadline))
         if same_strata(parsed.strata, kept.frame.strata):
