@@ -20,7 +20,7 @@ migrated no page at all since the previous read, nothing of the process moved (a
 on one node and one allocated on another in between is allocation, not movement). The
 kernel adds to that counter when a migrate_pages call *ends*, so a full read keeps its
 baseline while the gate is shut and compares against it once the counter moves; the sampled
-reader also checks its fresh sample against what it carried (``readers/sampled_memory.py``).
+reader also checks its fresh sample against what it carried (``readers/sampled/memory.py``).
 Where the counter is unknown the gate stays open. A full read after a sampled one (or the
 reverse) compares nothing: the sampled read counted its own interval.
 """

@@ -222,7 +222,7 @@ class PlacementEstimate:
     #: sparse stratum narrowed to its present runs first; set by the reader)
     path: str = "move_pages"
     #: how the VMA list was read: "text" (the maps text) or "query" (PROCMAP_QUERY; set
-    #: by the reader, readers/maps_frames.py)
+    #: by the reader, readers/sampled/frames.py)
     maps_way: str = "text"
     #: bytes moved per (from, to) node since the previous read, from the pages followed
     #: (model/sample_memory.py); None: no evidence (a first read, or nothing followed)
