@@ -17,9 +17,11 @@ things built on that sample need more than one read:
   panel saw no page change node), the mappings are the same and the resident bytes of a
   kind changed by at most :data:`STABLE_TOTAL`, the node counts of earlier reads are still a
   uniform sample of the same pages: they are added to the fresh one, up to
-  :data:`CARRY_READS` reads' worth, so the per-node bytes of an unmoved process approach
-  the truth read after read. Any change of a kind (a panel page moved, its mappings or its
-  resident bytes changed) drops what that kind carried: the next estimate is a fresh one.
+  :data:`CARRY_READS` reads' worth (and at least :data:`CARRY_FLOOR` samples, so a sparse
+  stratum whose reads find few resident pages each converges too), so the per-node bytes of
+  an unmoved process approach the truth read after read. Any change of a kind (a panel page
+  moved, its mappings or its resident bytes changed) drops what that kind carried: the next
+  estimate is a fresh one.
 
 State per process is bounded: at most :data:`PANEL_PAGES` followed pages (10 bytes each)
 and one count per (kind, node).
@@ -32,7 +34,12 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from numa_exporter.model.sampling import PlacementEstimate, Stratum, StratumResult
+from numa_exporter.model.sampling import (
+    PlacementEstimate,
+    Stratum,
+    StratumResult,
+    sample_size,
+)
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind
 
@@ -46,6 +53,12 @@ PANEL_FILL = 128
 #: At most this many reads' worth of resident samples are carried per kind (older reads
 #: fade out proportionally): the standard error falls by up to sqrt(CARRY_READS + 1).
 CARRY_READS = 16
+#: Resident samples a kind may carry whatever its reads find: the sample size of the default
+#: design (1 % at 95 %, 9,604). A stratum whose reads each find few resident pages (present
+#: pages spread thinly over a big mapping, where PAGEMAP_SCAN cannot narrow it) would else
+#: carry at most CARRY_READS of its few, and its error stay where a few hundred samples put
+#: it (issue 33: 6-11 % of its size over 18 reads on 6.1).
+CARRY_FLOOR = sample_size()
 #: A kind whose resident bytes changed by more than this fraction starts afresh.
 STABLE_TOTAL = 0.005
 #: Host counters of pages migrated by anything (migrate_pages, move_pages, mbind, NUMA
@@ -272,15 +285,21 @@ def _allocate(total: int, counts: Mapping[int, float]) -> dict[int, int]:
 def combine(est: PlacementEstimate, carried: Mapping[Kind, Mapping[int, float]],
             reads: int = CARRY_READS) -> tuple[PlacementEstimate, dict[Kind, dict[int, float]]]:
     """Return the estimate with each sampled stratum's fresh node counts added to what it
-    carried (at most ``reads`` times the fresh resident samples; more fades out in
-    proportion), and the counts to carry next. Census strata are exact: nothing added. A
-    carried count below 0 (none is made here; hostile arithmetic is not trusted) counts as
-    0, so counts never cancel a fresh sample's bytes away."""
+    carried (at most ``reads`` times the fresh resident samples, or :data:`CARRY_FLOOR` if
+    more; beyond, they fade out in proportion), and the counts to carry next. Census strata
+    are exact: nothing added. A carried count below 0 (none is made here; hostile arithmetic
+    is not trusted) counts as 0, so counts never cancel a fresh sample's bytes away. A
+    stratum whose read found no resident page keeps what it carried."""
     out_bytes = dict(est.bytes)
     results: list[StratumResult] = []
     keep: dict[Kind, dict[int, float]] = {}
     for s in est.strata:
         if s.census or not s.resident or not s.bytes:
+            if not s.census and not s.resident and carried.get(s.kind):
+                # a read that found no resident page of a thin stratum: what it carried
+                # still stands (its bytes are unsampled this once)
+                keep[s.kind] = {n: c for n, c in carried[s.kind].items()
+                                if c > 0 and math.isfinite(c)}
             results.append(s)
             continue
         counts: dict[int, float] = {n: float(c) for n, c in s.node_counts}
@@ -288,7 +307,7 @@ def combine(est: PlacementEstimate, carried: Mapping[Kind, Mapping[int, float]],
             if c > 0 and math.isfinite(c):
                 counts[n] = counts.get(n, 0.0) + c
         whole = sum(counts.values())
-        limit = (reads + 1) * s.resident
+        limit = max((reads + 1) * s.resident, CARRY_FLOOR)
         if whole > limit:
             counts = {n: c * limit / whole for n, c in counts.items()}
             whole = float(limit)

@@ -134,7 +134,8 @@ class SampledSettings:
     ``compiled``: parse maps, draw and query with the extension where it is built (the same
     estimate for the same random state; False: the pure-Python path); ``narrow``: draw a
     sparse stratum's pages from its present runs (``sparse.py``, PAGEMAP_SCAN where the
-    kernel has it); ``keep_frames``/``keep_scans``: keep each process's parsed maps while
+    kernel has it), with ``pagemap_read`` also from the ``pagemap`` entries where it has
+    not; ``keep_frames``/``keep_scans``: keep each process's parsed maps while
     its text does not change, and its PAGEMAP_SCAN runs between reads (False: afresh each
     read).
     """
@@ -146,6 +147,7 @@ class SampledSettings:
     page_size: int | None = None
     compiled: bool = True
     narrow: bool = True
+    pagemap_read: bool = True
     keep_frames: bool = True
     keep_scans: bool = True
 
@@ -256,8 +258,9 @@ class SampledReader:
         unscanned: dict[Kind, sampled_sparse.Unscanned] = {}
         if conf.narrow:
             state = self.scans.state(ident) if conf.keep_scans else None
-            strata, unscanned = sampled_sparse.narrowed(files.mm_dir, strata, totals,
-                                                        self.scans, state)
+            strata, unscanned = sampled_sparse.narrowed(
+                files.mm_dir, strata, totals, self.scans, state,
+                os.sysconf("SC_PAGE_SIZE"), conf.pagemap_read)
         path = ("pagemap_scan" if any(strata.get(k) is not s for k, s in frame.strata.items())
                 else "move_pages")
         sampler = page_sampler(mp, files.mm_pid, conf.compiled)
