@@ -21,7 +21,10 @@ things built on that sample need more than one read:
   stratum whose reads find few resident pages each converges too), so the per-node bytes of
   an unmoved process approach the truth read after read. Any change of a kind (a panel page
   moved, its mappings or its resident bytes changed) drops what that kind carried: the next
-  estimate is a fresh one.
+  estimate is a fresh one. Except growth: where a kind's resident bytes grew and its
+  mappings of the last read all still stand (new mappings, or old ones extended), the
+  ranges of the last read keep their counts for the bytes they held, and only the new
+  ranges are estimated fresh (:func:`grown_part`, :func:`mixed_counts`).
 
 State per process is bounded: at most :data:`PANEL_PAGES` followed pages (10 bytes each)
 and one count per (kind, node).
@@ -110,6 +113,9 @@ class SampleMemory:
     counts: dict[Kind, dict[int, float]] = field(default_factory=dict)  # carried samples
     panel: dict[Kind, Panel] = field(default_factory=dict)
     host_migrated: int | None = None  # the host's counter at the last read
+    # the ranges of each kind's stratum at the last read (kinds of at most
+    # MAX_GROWTH_RANGES ranges): what a grown process's unchanged part is
+    ranges: dict[Kind, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     # the last read found its fresh sample at odds with what was carried, or saw pages move:
     # the next read queries the panel whatever the host's counter says
     suspect: bool = False
@@ -121,6 +127,7 @@ class SampleMemory:
     def clear(self) -> None:
         """Forget everything (the process is then read as if for the first time)."""
         self.shapes, self.totals, self.counts, self.panel = {}, {}, {}, {}
+        self.ranges = {}
 
 
 def shape_of(stratum: Stratum) -> int:
@@ -321,3 +328,83 @@ def combine(est: PlacementEstimate, carried: Mapping[Kind, Mapping[int, float]],
             sorted((n, round(c)) for n, c in counts.items() if round(c) > 0))))
     return replace(est, bytes={k: v for k, v in out_bytes.items() if v},
                    strata=tuple(results)), keep
+
+
+#: Ranges of one kind whose list is kept for growth (16 bytes each; more: no growth split).
+MAX_GROWTH_RANGES = 4096
+
+
+def _subtract(ranges: Sequence[tuple[int, int]], cut: Sequence[tuple[int, int]]
+              ) -> list[tuple[int, int]]:
+    """Return the parts of sorted, disjoint ``ranges`` outside sorted, disjoint ``cut``."""
+    out: list[tuple[int, int]] = []
+    j = 0
+    for a, b in ranges:
+        while j < len(cut) and cut[j][1] <= a:
+            j += 1
+        k, lo = j, a
+        while k < len(cut) and cut[k][0] < b:
+            if cut[k][0] > lo:
+                out.append((lo, cut[k][0]))
+            lo = max(lo, cut[k][1])
+            k += 1
+        if lo < b:
+            out.append((lo, b))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """A kind that grew while its earlier mappings stood: ``old`` the ranges of the last
+    read (their pages keep their counts, ``old_bytes`` of them), ``new`` the ranges added
+    since (estimated fresh, ``new_bytes``: what the resident bytes grew by)."""
+
+    old: tuple[tuple[int, int], ...]
+    new: tuple[tuple[int, int], ...]
+    old_bytes: int
+    new_bytes: int
+
+
+def grown_part(memory: SampleMemory, kind: Kind, ranges: Sequence[tuple[int, int]],
+               total: int) -> Growth | None:
+    """Return how ``kind`` grew since the last read (None: it did not grow that way): its
+    resident bytes ``total`` are over :data:`STABLE_TOTAL` above the last read's, it
+    carried counts, every range of the last read lies inside today's ``ranges`` (sorted,
+    disjoint; none unmapped or shrunk: the pages counted then are still there, unless freed
+    inside a mapping, which the fresh sample's test at odds catches) and some range is new
+    (growth inside the old ranges alone cannot be told from a change)."""
+    old = memory.ranges.get(kind)
+    before = memory.totals.get(kind)
+    if (not old or before is None or before <= 0 or total <= before
+            or stable(before, total) or not memory.counts.get(kind)):
+        return None
+    if _subtract(old, ranges):
+        return None  # a range of the last read is gone (in part)
+    new = _subtract(ranges, old)
+    if not new:
+        return None
+    return Growth(tuple(old), tuple(new), before, total - before)
+
+
+def mixed_counts(old: Mapping[int, float], old_bytes: int, new: Mapping[int, float],
+                 new_bytes: int) -> dict[int, float]:
+    """Return counts to carry for a kind of ``old_bytes`` placed by counts ``old`` and
+    ``new_bytes`` placed by counts ``new``: the node shares of the whole, as many samples
+    as the less sampled part supports at its weight (conservative: the whole is never
+    claimed more precise than either part)."""
+    wo, wn = sum(old.values()), sum(new.values())
+    whole = old_bytes + new_bytes
+    if whole <= 0 or (wo <= 0 and wn <= 0):
+        return {}
+    if wo <= 0 or old_bytes <= 0:
+        return dict(new)
+    if wn <= 0 or new_bytes <= 0:
+        return dict(old)
+    fo, fn = old_bytes / whole, new_bytes / whole
+    size = min(wo / fo, wn / fn)
+    out: dict[int, float] = {}
+    for n, c in old.items():
+        out[n] = out.get(n, 0.0) + size * fo * c / wo
+    for n, c in new.items():
+        out[n] = out.get(n, 0.0) + size * fn * c / wn
+    return {n: c for n, c in out.items() if c > 0}

@@ -43,6 +43,7 @@ from numa_exporter.model.sampling import (
     PageSampler,
     PlacementEstimate,
     QuerySampler,
+    Stratum,
     estimate_placement,
     status_totals,
 )
@@ -266,12 +267,16 @@ class SampledReader:
         sampler = page_sampler(mp, files.mm_pid, conf.compiled)
         rng = req.rng if req.rng is not None else random.Random()
 
-        def estimate(queries: int | None) -> PlacementEstimate:
-            return estimate_placement(strata, totals, None, sampler=sampler,
+        def estimate_of(parts: dict[Kind, Stratum], bytes_of: dict[Kind, int],
+                        queries: int | None) -> PlacementEstimate:
+            return estimate_placement(parts, bytes_of, None, sampler=sampler,
                                       target_error=conf.target_error,
                                       confidence=conf.confidence, rng=rng,
                                       census_pages=conf.census_pages, max_queries=queries,
                                       deadline=deadline)
+
+        def estimate(queries: int | None) -> PlacementEstimate:
+            return estimate_of(strata, totals, queries)
 
         try:
             if req.memory is None:
@@ -281,7 +286,7 @@ class SampledReader:
                                        mp.for_pid(files.mm_pid), estimate,
                                        host_migrated=req.host_migrated,
                                        max_queries=req.max_queries, rng=rng,
-                                       deadline=deadline)
+                                       deadline=deadline, estimate_of=estimate_of)
         except MovePagesUnsupported as exc:  # ENOSYS from the kernel
             raise _no_move_pages(files, exc) from exc
         est = sampled_sparse.set_aside(est, unscanned, totals, size)
