@@ -1,14 +1,17 @@
-"""``python -m benchmarks [daemon|interference|sampled|guest|damon-guest|kubelet-churn|policy]``:
+"""``python -m benchmarks [daemon|interference|sampled|guest|damon-guest|kubelet-churn|policy|
+paired-fleet|convergence]``:
 see benchmarks/README.md."""
 
 import sys
 
 from benchmarks import (
+    convergence,
     daemon,
     damon_guest,
     guest,
     interference,
     kubelet_churn,
+    paired_fleet,
     policy_read,
     run,
     sampled,
@@ -17,7 +20,8 @@ from benchmarks import (
 COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main,
             "guest": guest.main, "damon-guest": damon_guest.main,
             "kubelet-churn": kubelet_churn.main,
-            "policy": policy_read.main}
+            "policy": policy_read.main, "paired-fleet": paired_fleet.main,
+            "convergence": convergence.main}
 
 if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
     sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))
