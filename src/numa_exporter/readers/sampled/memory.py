@@ -165,6 +165,53 @@ def _add(out: PlacementEstimate, part: PlacementEstimate) -> PlacementEstimate:
         budget_exhausted=out.budget_exhausted or part.budget_exhausted)
 
 
+def _estimate_grown(memory: SampleMemory, strata: dict[Kind, Stratum],
+                    totals: dict[Kind, int], growth: dict[Kind, Growth],
+                    estimate_of: EstimateOf, budget: int | None
+                    ) -> tuple[PlacementEstimate, PlacementEstimate]:
+    """Return the estimate of the strata with each grown kind cut to its old ranges (for
+    the bytes the last read found), and the estimate of the grown kinds' new ranges (for
+    the bytes they grew by), the budget split between them (:func:`_split_budget`)."""
+    main, rest = _split_budget(memory, growth, budget)
+    est = estimate_of({k: make_stratum(k, growth[k].old, s.page_size) if k in growth else s
+                       for k, s in strata.items()},
+                      {k: growth[k].old_bytes if k in growth else t
+                       for k, t in totals.items()}, main)
+    part = estimate_of({k: make_stratum(k, g.new, strata[k].page_size)
+                        for k, g in growth.items()},
+                       {k: g.new_bytes for k, g in growth.items()}, rest)
+    return est, part
+
+
+def _with_part(out: PlacementEstimate, part: PlacementEstimate, growth: dict[Kind, Growth],
+               keep: dict[Kind, dict[int, float]]) -> PlacementEstimate:
+    """Return ``out`` with the new ranges' estimate ``part`` added, and set ``keep`` (the
+    counts to carry) of each grown kind to both parts mixed (none where the new part found
+    no resident page)."""
+    for res in part.strata:
+        g = growth[res.kind]
+        if not res.resident or res.kind not in keep:
+            keep.pop(res.kind, None)  # the new part unknown: nothing to carry
+            continue
+        keep[res.kind] = mixed_counts(keep[res.kind], g.old_bytes,
+                                      {n: float(c) for n, c in res.node_counts},
+                                      g.new_bytes)
+    return _add(out, part)
+
+
+def _ranges(memory: SampleMemory, frame: dict[Kind, Stratum], shapes: dict[Kind, int]
+            ) -> dict[Kind, tuple[tuple[int, int], ...]]:
+    """Return the ranges to keep per kind (the kept ones while its shape is the same; none
+    for a kind of more than :data:`MAX_GROWTH_RANGES`)."""
+    out: dict[Kind, tuple[tuple[int, int], ...]] = {}
+    for kind, s in frame.items():
+        if shapes[kind] == memory.shapes.get(kind) and kind in memory.ranges:
+            out[kind] = memory.ranges[kind]
+        elif len(s.starts) <= MAX_GROWTH_RANGES:
+            out[kind] = s.ranges
+    return out
+
+
 def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
                      strata: dict[Kind, Stratum], totals: dict[Kind, int], query: Query,
                      estimate: Estimate, *, host_migrated: int | None,
@@ -204,14 +251,7 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
               else {})
     part: PlacementEstimate | None = None
     if estimate_of is not None and growth:
-        main, rest = _split_budget(memory, growth, budget)
-        est = estimate_of({k: make_stratum(k, growth[k].old, s.page_size)
-                           if k in growth else s for k, s in strata.items()},
-                          {k: growth[k].old_bytes if k in growth else t
-                           for k, t in totals.items()}, main)
-        part = estimate_of({k: make_stratum(k, g.new, strata[k].page_size)
-                            for k, g in growth.items()},
-                           {k: g.new_bytes for k, g in growth.items()}, rest)
+        est, part = _estimate_grown(memory, strata, totals, growth, estimate_of, budget)
     else:
         est = estimate(budget)
     moved: dict[tuple[int, int], int] | None
@@ -225,13 +265,8 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
     carried: dict[Kind, dict[int, float]] = {}
     shapes: dict[Kind, int] = {}
     odd = False
-    ranges: dict[Kind, tuple[tuple[int, int], ...]] = {}
     for kind, s in frame.items():
         shapes[kind] = shape_of(s)
-        if shapes[kind] == memory.shapes.get(kind) and kind in memory.ranges:
-            ranges[kind] = memory.ranges[kind]
-        elif len(s.starts) <= MAX_GROWTH_RANGES:
-            ranges[kind] = s.ranges
         if kind in growth:
             kept = dict(memory.counts.get(kind, {}))
         else:
@@ -245,17 +280,9 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
         used += drawn
     out, keep = combine(est, carried)
     if part is not None:
-        for res in part.strata:
-            g = growth[res.kind]
-            if not res.resident or res.kind not in keep:
-                keep.pop(res.kind, None)  # the new part unknown: nothing to carry
-                continue
-            keep[res.kind] = mixed_counts(keep[res.kind], g.old_bytes,
-                                          {n: float(c) for n, c in res.node_counts},
-                                          g.new_bytes)
-        out = _add(out, part)
+        out = _with_part(out, part, growth, keep)
+    memory.ranges = _ranges(memory, frame, shapes)
     memory.shapes, memory.totals, memory.counts = shapes, dict(totals), keep
-    memory.ranges = ranges
     memory.panel, memory.host_migrated = panel, host_migrated
     memory.suspect = odd or seen
     return dataclasses.replace(out, moved=moved, samples=out.samples + used)
