@@ -67,7 +67,12 @@ from numa_exporter.sources.deadline import Deadline, Expired
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.rootfs import RootFS
-from numa_exporter.sources.sysfs import MemoryTierSysFS, NodeSysFS, WeightedInterleaveSysFS
+from numa_exporter.sources.sysfs import (
+    DeviceNumberSysFS,
+    MemoryTierSysFS,
+    NodeSysFS,
+    WeightedInterleaveSysFS,
+)
 
 log = structlog.get_logger("numa_exporter.scan.scanner")
 
@@ -120,7 +125,9 @@ class Scanner:
         self.table = ProcessTable(WarmupRule(config.warmup_age, config.warmup_scans,
                                              config.warmup_rss_tolerance))
         self.topology = empty_topology()
-        self.kube = KubernetesReader(RootFS(config.roots.rootfs, config.kubelet_root_dir))
+        self.kube = KubernetesReader(RootFS(config.roots.rootfs, config.kubelet_root_dir),
+                                     sysfs=DeviceNumberSysFS(config.roots.sysfs),
+                                     accelerators=accelerators)
         self.kubernetes_view = KubernetesView()  # of the last scan (or sample_one)
         self.screened = ScreenMemo()  # processes screened out, while they have not run
         self.reader = ProcessReader(config, self.errors, self.table, self.accel,

@@ -236,3 +236,50 @@ def _is_pci_address(text: str) -> bool:
     hexdigits = "0123456789abcdefABCDEF"
     return (dot == "." and len(slot) == 2 and fn in tuple("01234567")
             and all(c in hexdigits for c in parts[0] + parts[1] + slot))
+
+
+MAX_DEVICE_HOPS = 16  # parents walked up from a device node to its PCI device
+
+
+class DeviceNumberSysFS:
+    """The device behind a device number: ``dev/char/<major>:<minor>`` (or ``dev/block``),
+    a link into ``devices/``, walked up to the PCI device it sits below."""
+
+    def __init__(self, sysfs: Path) -> None:
+        self.sysfs = sysfs
+
+    def pci_device(self, kind: str, major: int, minor: int) -> Path | None:
+        """Return the PCI device folder the device number ``major:minor`` of ``kind``
+        (``char`` or ``block``) sits below, None when it is absent, not below a PCI
+        device, or its link leads out of the sysfs root.
+
+        A PCI device is the nearest folder up the link's target named as a PCI address
+        that has a ``numa_node`` file (a DRM render node's is ``.../0000:17:00.0/drm/
+        renderD128``).
+        """
+        if kind not in ("char", "block") or not (0 <= major < 1 << 12 and
+                                                 0 <= minor < 1 << 20):
+            raise ValueError(f"not a device number: {kind} {major}:{minor}")
+        link = self.sysfs / "dev" / kind / f"{major}:{minor}"
+        try:
+            root = os.path.realpath(self.sysfs)
+            target = os.path.realpath(link)
+        except OSError as err:
+            raise classify("dev_char", str(link), err) from err
+        if os.path.commonpath([root, target]) != root or not os.path.isdir(target):
+            return None
+        here = Path(target)
+        for _ in range(MAX_DEVICE_HOPS):
+            if str(here) == root:
+                return None
+            if _is_pci_address(here.name) and (here / "numa_node").is_file():
+                return here
+            here = here.parent
+        return None
+
+    def attribute(self, device: Path, name: str) -> bytes | None:
+        """Return ``numa_node`` or ``local_cpulist`` of a PCI device folder ``pci_device``
+        returned, None when absent."""
+        if name not in ("numa_node", "local_cpulist"):
+            raise ValueError(f"not a PCI locality attribute: {name!r}")
+        return read_optional(device / name, "pci_" + name)
