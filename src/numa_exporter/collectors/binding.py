@@ -33,6 +33,9 @@ REASONS = {
                          "(CPU Manager) is on",
     "kubelet_device_node": "a device the kubelet assigned its container is on a node outside "
                            "the container's memory (else exclusive CPU) nodes",
+    "kubelet_dra_device_node": "a device Dynamic Resource Allocation gave its pod is on a "
+                               "node outside the container's memory (else exclusive CPU) "
+                               "nodes",
 }
 
 MEMORY_BOUND = MetricSpec(

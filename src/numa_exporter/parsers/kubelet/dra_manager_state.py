@@ -13,7 +13,7 @@ recorded them (``pkg/kubelet/cm/dra/state/``). Two shapes:
   "DriverState": {<driver>: {"Devices": [{"PoolName", "DeviceName", "ShareID",
   "RequestNames", "CDIDeviceIDs"}]}}}]}``; ``ShareID`` is new in 1.35. A kubelet refuses
   the file when the CRC does not match (``CorruptCheckpointError``).
-* legacy (kubelet 1.27-1.31, DRA alpha)::
+* legacy (kubelets before the 1.31/1.32 rework, DRA alpha)::
 
       {"version": "v1", "entries": [{"DriverName", "ClassName", "ClaimUID", "ClaimName",
        "Namespace", "PodUIDs", "ResourceHandles": [...], "CDIDevices": {<driver>: [id]}}],
@@ -72,7 +72,8 @@ class DraManagerState(envelope.CheckpointResult):
 
     ``pods[pod UID]`` lists the devices of every claim that names the pod (a claim shared by
     several pods is listed under each). ``version`` is ``v1`` (the current ``Data`` form)
-    or ``legacy-v1`` (kubelet 1.27-1.31), empty when the file did not parse; ``checksum``
+    or ``legacy-v1`` (kubelets before the rework), empty when the file did not parse;
+    ``checksum``
     ``verified``, ``mismatch`` (refused) or ``unverifiable``. ``claims`` counts the claims
     read; ``error_count`` the devices dropped plus one for a file-level error.
     """
