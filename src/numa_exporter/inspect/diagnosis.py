@@ -213,8 +213,9 @@ def _dra_remedy(d: DraDevice, local: frozenset[int]) -> str:
             f"{format_cpulist(set(local))}: the Topology Manager does not align DRA devices."
             "\n# Allocate a device on the container's node: in the ResourceClaim (or its "
             "template) add a CEL selector on the NUMA node attribute the driver publishes, "
-            "e.g.\n#   selectors: [{cel: {expression: 'device.attributes[\"<driver>\"]."
-            f"numaNode == {min(local) if local else 0}'}}}}]\n# then recreate the pod; or, "
+            "e.g.\n#   selectors: [{cel: {expression: 'device.attributes[\""
+            f"{label_text(d.driver)}\"].numaNode == {min(local) if local else 0}'}}}}]"
+            "\n# then recreate the pod; or, "
             "where the device must stay, recreate the pod until the kubelet assigns CPUs "
             f"and memory on node {format_cpulist(set(d.nodes))}")
 
