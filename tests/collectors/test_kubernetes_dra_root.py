@@ -118,3 +118,25 @@ def test_without_the_var_run_link_the_json_spec_is_not_found(tmp_path: Path) -> 
     nodes = {s["device"]: s["node"] for s, _ in values(text, FAMILY)}
     assert nodes == {"gpu-0": "0", "gpu-1": ""}
     assert _mismatch(text, "600")["kubelet_dra_device_node"] == 0
+
+
+def test_a_changed_spec_is_read_again_by_the_same_scanner(tmp_path: Path) -> None:
+    """The resolution is kept while the checkpoint and the specs are unchanged, and made
+    again when a spec changes (a driver rewrites it: a new file renamed over the old)."""
+    rootfs = _copy(tmp_path)
+    cfg = Config(roots=Roots(BASE / "proc", BASE / "sys", rootfs), min_resident=0,
+                 detail_above=0)
+    scanner = Scanner(cfg)
+    for _ in range(2):
+        _, text = _scan(rootfs, scanner=scanner)
+        assert _mismatch(text, "600")["kubelet_dra_device_node"] == 1
+    spec_path = rootfs / "run" / "cdi" / "gpu-example-gpu1.json"
+    spec = json.loads(spec_path.read_text())
+    spec["devices"][0]["containerEdits"]["deviceNodes"][0]["minor"] = 128  # node 0's GPU
+    new = spec_path.with_suffix(".tmp")
+    new.write_text(json.dumps(spec))
+    new.rename(spec_path)
+    _, text = _scan(rootfs, scanner=scanner)
+    assert {s["device"]: s["node"] for s, _ in values(text, FAMILY)} == {
+        "gpu-0": "0", "gpu-1": "0"}
+    assert _mismatch(text, "600")["kubelet_dra_device_node"] == 0

@@ -52,6 +52,7 @@ class CdiSpecs:
     def __init__(self, fs: RootFS) -> None:
         self.fs = fs
         self._parsed: dict[str, _Spec] = {}
+        self._last: tuple[tuple[CdiSpec, ...], dict[str, tuple[CdiDeviceNode, ...]]] = ((), {})
 
     def _names(self, directory: str, errors: ErrorReporter) -> tuple[str, ...]:
         try:
@@ -90,8 +91,9 @@ class CdiSpecs:
     def devices(self, errors: ErrorReporter) -> dict[str, tuple[CdiDeviceNode, ...]]:
         """Return the device nodes of every CDI device ID the specs define (a spec in a
         later directory wins over an earlier one's device of the same ID); specs that
-        could not be read or parsed are counted."""
-        out: dict[str, tuple[CdiDeviceNode, ...]] = {}
+        could not be read or parsed are counted. The same dict is returned while every
+        spec is unchanged (its caller may keep what it derived from it)."""
+        specs: list[CdiSpec] = []
         seen: set[str] = set()
         for directory in CDI_DIRS:
             for name in self._names(directory, errors):
@@ -102,10 +104,17 @@ class CdiSpecs:
                     continue
                 if spec.error_count:
                     errors.parse("cdi_spec", host_path, spec.error_count, error=spec.error)
-                for dev, nodes in spec.devices.items():
-                    out[f"{spec.kind}={dev}"] = nodes
+                specs.append(spec)
         for gone in [p for p in self._parsed if p not in seen]:
             del self._parsed[gone]
+        kept, kept_out = self._last
+        if len(kept) == len(specs) and all(a is b for a, b in zip(kept, specs, strict=True)):
+            return kept_out
+        out: dict[str, tuple[CdiDeviceNode, ...]] = {}
+        for spec in specs:
+            for dev, nodes in spec.devices.items():
+                out[f"{spec.kind}={dev}"] = nodes
+        self._last = (tuple(specs), out)
         return out
 
 

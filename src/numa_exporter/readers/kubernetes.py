@@ -203,6 +203,9 @@ class KubernetesReader:
         self.fs = fs
         self.checkpoints = CheckpointCache(fs, cpu_clock)
         self.cdi = CdiSpecs(fs)
+        # the last DRA resolution and what it came from (checkpoint and specs, by identity:
+        # both are kept objects while their files are unchanged)
+        self.dra_resolved: tuple[object, object, dict[str, tuple[DraDevice, ...]]] | None = None
         # where a DRA device node sits (without sysfs: the accelerator map only)
         self.sysfs, self.accelerators = sysfs, accelerators
         self._specs: dict[str, OciConfig | None] = {}
@@ -392,7 +395,7 @@ class KubernetesScan:
 
     def _load_dra(self) -> None:
         """Read the DRA checkpoint and, where it gives a pod devices, the CDI specs and the
-        devices' NUMA nodes."""
+        devices' NUMA nodes (found again only when the checkpoint or a spec changed)."""
         reader = self.reader
         state = reader.checkpoints.usable(DRA_MANAGER_STATE, "dra_manager_state",
                                           dms.MAX_BYTES, dms.parse_dra_manager_state,
@@ -400,13 +403,18 @@ class KubernetesScan:
         if state is None or not state.pods:
             return
         specs = reader.cdi.devices(self.errors)
-        locality = DeviceLocality(reader.fs, reader.sysfs, reader.accelerators)
-        cpu_node = self._b.cpu_node
+        kept = reader.dra_resolved
+        if kept is not None and kept[0] is state and kept[1] is specs:
+            found = kept[2]
+        else:
+            locality = DeviceLocality(reader.fs, reader.sysfs, reader.accelerators)
+            cpu_node = self._b.cpu_node
 
-        def nodes_of_cpus(cpus: frozenset[int]) -> frozenset[int]:
-            return frozenset(n for c in cpus if (n := cpu_node.get(c)) is not None)
+            def nodes_of_cpus(cpus: frozenset[int]) -> frozenset[int]:
+                return frozenset(n for c in cpus if (n := cpu_node.get(c)) is not None)
 
-        found = dra_devices(state, specs, locality, nodes_of_cpus, self.errors)
+            found = dra_devices(state, specs, locality, nodes_of_cpus, self.errors)
+            reader.dra_resolved = (state, specs, found)
         b = self._b
         self._dra = {uid: tuple(DraDevice(d.driver, d.pool, d.device, d.claim,
                                           d.claim_namespace, b.known(d.nodes), d.paths)
