@@ -43,7 +43,9 @@ UNAVAILABLE = MetricSpec(
     "numa_exporter_damon_unavailable_total", "counter",
     "Times DAMON could not be used, by reason: absent (no DAMON sysfs), busy (EBUSY: "
     "another DAMON user such as DAMON_RECLAIM), foreign (kdamonds the exporter does not own "
-    "exist: left untouched), denied, not_root, error.", ("reason",))
+    "exist: left untouched), denied, not_root, run_dir (the run directory is a link, another "
+    "user's or writable by others, or its state file is no small regular file), error.",
+    ("reason",))
 
 SPECS = (HOT_BYTES, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE)
 

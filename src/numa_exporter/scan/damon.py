@@ -100,18 +100,22 @@ class HotMemoryMonitor:
             self._unavailable_now("not_root", "DAMON's sysfs interface needs root")
             return
         while not self._stop.is_set():
-            try:
-                if not self.driver.slots:
-                    self.driver.claim()
-                self.round()
-                wait = self.period_s
-            except DamonUnavailable as exc:
-                self._unavailable_now(exc.reason, str(exc))
-                wait = RETRY_S
-            except Exception as exc:  # a bug here costs hot memory, never the daemon
-                self._unavailable_now("error", f"{type(exc).__name__}: {exc}")
-                wait = RETRY_S
-            self._stop.wait(wait)
+            self._stop.wait(self.step())
+
+    def step(self) -> float:
+        """Run one round of the worker (claiming the kdamonds first when it has none) and
+        return how long to wait before the next: the period, or RETRY_S after DAMON was
+        unavailable (said once, counted)."""
+        try:
+            if not self.driver.slots:
+                self.driver.claim()
+            self.round()
+            return self.period_s
+        except DamonUnavailable as exc:
+            self._unavailable_now(exc.reason, str(exc))
+        except Exception as exc:  # a bug here costs hot memory, never the daemon
+            self._unavailable_now("error", f"{type(exc).__name__}: {exc}")
+        return RETRY_S
 
     def round(self) -> None:
         """Point the kdamonds at the wanted processes and read the hot memory of each

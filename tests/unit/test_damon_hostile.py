@@ -1,0 +1,204 @@
+"""The DAMON collector against hostile and changing conditions (issue 37), on a fake sysfs
+tree that answers writes as the kernel does (tests/unit/damon_kernel.py); never the host's
+DAMON."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from tests.unit.damon_kernel import FakeDamon
+
+from numa_exporter.sources.damon import DamonSettings, DamonSysfs, DamonUnavailable
+
+BOOT = "0b5c1a2e-1111-4222-8333-944455556666"
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def _driver(tmp: Path, settings: DamonSettings | None = None, **kw: object) -> DamonSysfs:
+    return DamonSysfs(tmp / "sys", tmp / "run", settings or DamonSettings(), BOOT,
+                      sleep=lambda _: None, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDamon:
+    k = FakeDamon(tmp_path / "sys", alive=[1234, 2000, 3000])
+    k.install(monkeypatch)
+    return k
+
+
+def _foreign_pageout(kernel: FakeDamon) -> None:
+    """Someone else's kdamond: vaddr pageout on pid 2000, running."""
+    kernel.store("nr_kdamonds", "1")
+    for rel, v in (("0/contexts/nr_contexts", "1"), ("0/contexts/0/targets/nr_targets", "1"),
+                   ("0/contexts/0/schemes/nr_schemes", "1")):
+        kernel.store(rel, v)
+    (kernel.kd / "0/contexts/0/targets/0/pid_target").write_text("2000\n")
+    kernel.store("0/state", "on")
+
+
+# --- 3. the run directory and the state file ------------------------------------------------
+
+def test_the_fake_answers_as_the_kernel(tmp_path: Path, kernel: FakeDamon) -> None:
+    d = _driver(tmp_path)
+    assert d.claim() == [0]
+    d.watch(0, 1234)
+    assert d.state(0) == "on" and d.kdamond_pid(0) == 4242
+    with pytest.raises(DamonUnavailable) as got:  # nr_kdamonds while one runs: EBUSY
+        d._write(kernel.kd / "nr_kdamonds", "0")
+    assert got.value.reason == "busy"
+    assert (kernel.kd / "nr_kdamonds").read_text() == "1\n"
+    with pytest.raises(DamonUnavailable):  # a target that does not exist: EINVAL
+        d.watch(0, 999_999)
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
+def test_a_run_dir_others_can_write_is_refused(tmp_path: Path, kernel: FakeDamon,
+                                              mode: int) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    run.chmod(mode)
+    before = _snapshot(tmp_path / "sys")
+    with pytest.raises(DamonUnavailable) as got:
+        _driver(tmp_path).claim()
+    assert got.value.reason == "run_dir" and "writable" in str(got.value)
+    assert _snapshot(tmp_path / "sys") == before and kernel.writes == []
+
+
+def test_a_run_dir_another_user_owns_is_refused(tmp_path: Path, kernel: FakeDamon) -> None:
+    (tmp_path / "run").mkdir(mode=0o700)
+    with pytest.raises(DamonUnavailable) as got:
+        _driver(tmp_path, uid=os.geteuid() + 1).claim()  # the directory is not the exporter's
+    assert got.value.reason == "run_dir" and "owned by uid" in str(got.value)
+    assert kernel.writes == []
+
+
+def test_a_run_dir_that_is_a_link_is_refused(tmp_path: Path, kernel: FakeDamon) -> None:
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (tmp_path / "run").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(DamonUnavailable) as got:
+        _driver(tmp_path).claim()
+    assert got.value.reason == "run_dir"
+    assert kernel.writes == []
+
+
+def test_a_forged_state_file_does_not_take_a_foreign_running_kdamond(
+        tmp_path: Path, kernel: FakeDamon) -> None:
+    # the state file names the foreign kdamond's thread pid (all the old check compared),
+    # and another mode, so that a takeover would also stop it and write nr_kdamonds=0
+    _foreign_pageout(kernel)
+    (tmp_path / "run").mkdir(mode=0o700)
+    forged = {"boot_id": BOOT, "nr_kdamonds": 1, "slots": [0], "pids": {"0": 4242},
+              "targets": {"0": 2000}, "operations": "paddr"}
+    (tmp_path / "run" / "damon.json").write_text(json.dumps(forged))
+    before = _snapshot(tmp_path / "sys")
+    kernel.writes.clear()
+    d = _driver(tmp_path, DamonSettings(mode="vaddr"))
+    with pytest.raises(DamonUnavailable) as got:
+        d.claim()
+    assert got.value.reason == "foreign"
+    assert kernel.writes == [] and _snapshot(tmp_path / "sys") == before
+    assert kernel.kdamonds[0].running  # the foreign pageout kdamond runs on, untouched
+
+
+def test_the_state_file_is_never_followed_through_a_link(tmp_path: Path,
+                                                        kernel: FakeDamon) -> None:
+    (tmp_path / "run").mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("root's file\n")
+    (tmp_path / "run" / "damon.tmp").symlink_to(victim)  # the old temporary name
+    (tmp_path / "run" / "damon.json.tmp").symlink_to(victim)
+    d = _driver(tmp_path)
+    assert d.claim() == [0]  # nobody had a kdamond: created, state written
+    assert victim.read_text() == "root's file\n"
+    state = tmp_path / "run" / "damon.json"
+    assert not state.is_symlink() and json.loads(state.read_text())["slots"] == [0]
+    assert state.stat().st_mode & 0o077 == 0
+
+
+def test_a_state_file_linked_to_dev_zero_is_refused_without_reading_it(
+        tmp_path: Path, kernel: FakeDamon) -> None:
+    _foreign_pageout(kernel)  # kdamonds exist: the state file is consulted
+    (tmp_path / "run").mkdir(mode=0o700)
+    (tmp_path / "run" / "damon.json").symlink_to("/dev/zero")
+    done: list[BaseException] = []
+
+    def claim() -> None:
+        try:
+            _driver(tmp_path).claim()
+        except BaseException as exc:  # handed to the test thread
+            done.append(exc)
+
+    t = threading.Thread(target=claim, daemon=True)
+    t.start()
+    t.join(10)
+    assert done and isinstance(done[0], DamonUnavailable) and done[0].reason == "run_dir"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "huge", "directory"])
+def test_a_state_file_that_is_no_small_regular_file_is_refused(
+        tmp_path: Path, kernel: FakeDamon, kind: str) -> None:
+    _foreign_pageout(kernel)
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    state = run / "damon.json"
+    if kind == "fifo":
+        os.mkfifo(state)  # a reader of the old code blocked here for good
+    elif kind == "huge":
+        with state.open("wb") as f:
+            f.write(b'{"boot_id": "' + BOOT.encode() + b'", "pad": "' + b"x" * (8 << 20)
+                    + b'"}')
+    else:
+        state.mkdir()
+    done: list[BaseException] = []
+
+    def claim() -> None:
+        try:
+            _driver(tmp_path).claim()
+        except BaseException as exc:  # handed to the test thread
+            done.append(exc)
+
+    t = threading.Thread(target=claim, daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "claim hung on the state file"
+    assert done and isinstance(done[0], DamonUnavailable) and done[0].reason == "run_dir"
+
+
+def test_a_mode_change_never_wipes_kdamonds_that_are_not_provably_its_own(
+        tmp_path: Path, kernel: FakeDamon) -> None:
+    # its own stopped vaddr kdamond, reconfigured by someone since (the state file still
+    # names it): a restart in paddr mode must not stop or remove it (nr_kdamonds unwritten)
+    d = _driver(tmp_path)
+    d.claim()
+    d.watch(0, 1234)
+    d.release()
+    state = json.loads((tmp_path / "run" / "damon.json").read_text())
+    (kernel.kd / "0/contexts/0/schemes/0/action").write_text("pageout\n")
+    kernel.writes.clear()
+    with pytest.raises(DamonUnavailable) as got:
+        _driver(tmp_path, DamonSettings(mode="paddr")).claim()
+    assert got.value.reason == "foreign"
+    assert all(rel != "nr_kdamonds" for rel, _ in kernel.writes)
+    assert state["operations"] == "vaddr"
+
+
+def test_the_worker_counts_an_unsafe_run_dir_and_serves_on(tmp_path: Path,
+                                                         kernel: FakeDamon) -> None:
+    from numa_exporter.scan.damon import HotMemoryMonitor
+
+    run = tmp_path / "run"
+    run.mkdir()
+    run.chmod(0o777)
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [], 0.05)
+    m.step()
+    st = m.status()
+    assert st.state == "run_dir" and st.unavailable == {"run_dir": 1}
+    assert kernel.writes == []
