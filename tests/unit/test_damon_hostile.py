@@ -202,3 +202,90 @@ def test_the_worker_counts_an_unsafe_run_dir_and_serves_on(tmp_path: Path,
     st = m.status()
     assert st.state == "run_dir" and st.unavailable == {"run_dir": 1}
     assert kernel.writes == []
+
+
+# --- 1, 2: a target that exits, a kdamond stopped from outside, a stalled worker -----------
+
+MiB = 1 << 20
+HOT = [(0x10000, 0x10000 + 4 * MiB, 19, 3), (0x10000 + 4 * MiB, 0x10000 + 8 * MiB, 0, 40)]
+
+
+def _monitor(tmp_path: Path, kernel: FakeDamon, **kw: object) -> object:
+    from numa_exporter.scan.damon import HotMemoryMonitor, Watched
+
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [0] * len(a), 0.05,
+                         **kw)  # type: ignore[arg-type]
+    m.driver.claim()
+    kernel.set_regions(0, HOT)
+    m.want([Watched(1234, 10.0), Watched(2000, 20.0), Watched(3000, 30.0)])
+    return m
+
+
+@pytest.mark.parametrize("when", ["during the update (ECANCELED)", "just before (EINVAL)"])
+def test_a_target_that_exits_is_replaced_in_the_same_round(tmp_path: Path, kernel: FakeDamon,
+                                                           when: str) -> None:
+    m = _monitor(tmp_path, kernel)
+    m.round()  # type: ignore[attr-defined]
+    assert set(m.status().hot or {}) == {1234}  # type: ignore[attr-defined]
+    if when.startswith("during"):
+        def exit_once(i: int) -> None:
+            kernel.during_update = None
+            kernel.exit_target(1234)
+        kernel.during_update = exit_once
+    else:  # it exited after the state read: the kernel's state already off, the file not
+        kernel.alive.discard(1234)
+        kernel.kdamonds[0].running, kernel.kdamonds[0].pid = False, -1
+    m.round()  # type: ignore[attr-defined]
+    st = m.status()  # type: ignore[attr-defined]
+    assert st.state == "monitoring"  # numa_exporter_damon_up stays 1
+    assert set(st.hot or {}) == {2000}
+    assert sum(st.hot[2000].bytes_by_node.values()) == 4 * MiB
+    assert kernel._target(0) == 2000 and kernel.kdamonds[0].running
+    assert st.events == {"target_exited": 1} and not st.unavailable
+
+
+def test_a_kdamond_stopped_from_outside_is_started_again(tmp_path: Path,
+                                                        kernel: FakeDamon) -> None:
+    m = _monitor(tmp_path, kernel)
+    m.round()  # type: ignore[attr-defined]
+    kernel.stop(0)  # `damo stop`, an operator's echo off; pid 1234 lives on
+    m.round()  # type: ignore[attr-defined]
+    st = m.status()  # type: ignore[attr-defined]
+    assert st.state == "monitoring"
+    assert sum((st.hot or {})[1234].bytes_by_node.values()) == 4 * MiB  # not 0
+    assert kernel.kdamonds[0].running and kernel._target(0) == 1234
+    assert st.events == {"kdamond_restarted": 1}
+
+
+def test_a_stopped_kdamond_someone_reconfigured_is_not_started(tmp_path: Path,
+                                                             kernel: FakeDamon) -> None:
+    m = _monitor(tmp_path, kernel)
+    m.round()  # type: ignore[attr-defined]
+    kernel.stop(0)
+    (kernel.kd / "0/contexts/0/schemes/0/action").write_text("pageout\n")  # taken over
+    assert m.step() > 1  # type: ignore[attr-defined]  # waits RETRY_S
+    st = m.status()  # type: ignore[attr-defined]
+    assert st.state == "foreign" and not kernel.kdamonds[0].running
+
+
+def test_hot_memory_older_than_its_bound_is_not_joined(tmp_path: Path, kernel: FakeDamon,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import time as time_mod
+
+    from numa_exporter.model.snapshot import Home, ProcessSample
+    from numa_exporter.scan import damon as worker
+
+    m = _monitor(tmp_path, kernel)
+    m.round()  # type: ignore[attr-defined]
+    sample = ProcessSample(
+        pid=1234, comm="big", start_time=10.0, rss_bytes=64 * MiB, memory={}, policy_bytes={},
+        policy_nodes={}, threads_by_node={}, home=Home(frozenset({0}), "threads"),
+        locality=None, pages_migrated=None, scan_seconds=0.0,  # type: ignore[arg-type]
+        cpus_allowed=None, mems_allowed=None)
+    joined, st = worker.join_hot(m, [sample])  # type: ignore[arg-type]
+    assert joined[0].hot is not None and st.state == "monitoring"
+    later = time_mod.monotonic() + 3600  # the worker hung an hour ago
+    monkeypatch.setattr(worker.time, "monotonic", lambda: later)
+    joined, st = worker.join_hot(m, [sample])  # type: ignore[arg-type]
+    assert joined[0].hot is None
+    assert st.state == "stalled" and (st.unavailable or {}).get("stalled") == 1

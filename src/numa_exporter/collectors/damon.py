@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
-from numa_exporter.model.hot_memory import hot_remote_ratio
+from numa_exporter.model.hot_memory import EVENTS, hot_remote_ratio
 from numa_exporter.model.snapshot import Snapshot
 
 from .base import CollectorDef
@@ -44,10 +44,18 @@ UNAVAILABLE = MetricSpec(
     "Times DAMON could not be used, by reason: absent (no DAMON sysfs), busy (EBUSY: "
     "another DAMON user such as DAMON_RECLAIM), foreign (kdamonds the exporter does not own "
     "exist: left untouched), denied, not_root, run_dir (the run directory is a link, another "
-    "user's or writable by others, or its state file is no small regular file), error.",
+    "user's or writable by others, or its state file is no small regular file), stalled "
+    "(the worker's last result is older than its bound: no hot memory joined), error.",
     ("reason",))
 
-SPECS = (HOT_BYTES, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE)
+EVENTS_TOTAL = MetricSpec(
+    "numa_exporter_damon_events_total", "counter",
+    "Events of the exporter's own kdamonds, by event: target_exited (a watched process "
+    "exited; the next largest is watched in the same round), kdamond_restarted (something "
+    "else stopped an own kdamond while its process lived; started again).", ("event",),
+    bounds=(("event", len(EVENTS)),))
+
+SPECS = (HOT_BYTES, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE, EVENTS_TOTAL)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
@@ -55,7 +63,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     st = snap.damon
     if st is None:
         return
-    hb, hr, nh, ni, up, un = (family(s) for s in SPECS)
+    hb, hr, nh, ni, up, un, ev = (family(s) for s in SPECS)
     for p in snap.processes:
         if p.hot is None:
             continue
@@ -72,7 +80,10 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     up.add_metric([], 1 if st.state == "monitoring" else 0)
     for reason, n in sorted((st.unavailable or {}).items()):
         un.add_metric([reason], n)
-    yield from (hb, hr, nh, ni, up, un)
+    events = st.events or {}
+    for event in EVENTS:
+        ev.add_metric([event], events.get(event, 0))
+    yield from (hb, hr, nh, ni, up, un, ev)
 
 
 COLLECTOR = CollectorDef(

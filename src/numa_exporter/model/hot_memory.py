@@ -23,17 +23,26 @@ class HotMemory:
     monotonic: float = 0.0
 
 
+# what the hot-memory worker counts (numa_exporter_damon_events_total{event}): a watched
+# process that exited (replaced by the next in the same round); an own kdamond that
+# something else stopped, started again
+EVENTS = ("target_exited", "kdamond_restarted")
+
+
 @dataclass(frozen=True, slots=True)
 class DamonStatus:
     """What the hot-memory worker last knew: ``state`` (``off``, ``monitoring``, or why
     DAMON cannot be used: ``absent``, ``busy``, ``foreign``, ``denied``, ``not_root``,
-    ``error``), the hot memory of each watched process by pid (vaddr), the host's hot and
-    idle bytes by node (paddr), and counts of unavailability by reason."""
+    ``run_dir``, ``stalled``, ``error``), the hot memory of each watched process by pid
+    (vaddr), the host's hot and idle bytes by node (paddr), counts of unavailability by
+    reason and of EVENTS, and when it was made."""
 
     state: str = "off"
     hot: dict[int, HotMemory] | None = None
     unavailable: dict[str, int] | None = None
     nodes: NodeHotMemory | None = None  # paddr mode: host-wide hot and idle bytes by node
+    monotonic: float = 0.0  # when the worker made it (time.monotonic)
+    events: dict[str, int] | None = None  # counted events: target_exited, ...
 
 
 def is_hot(nr_accesses: int, max_accesses: int, threshold: float) -> bool:

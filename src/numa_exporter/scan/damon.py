@@ -16,15 +16,20 @@ import structlog
 from numa_exporter.model.hot_memory import DamonStatus, HotMemory, NodeRange
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.readers.hot_memory import QueryFn, node_hot_idle, place_hot_regions
-from numa_exporter.sources.damon import DamonSettings, DamonSysfs, DamonUnavailable, Region
+from numa_exporter.sources.damon import (
+    DamonSettings,
+    DamonSysfs,
+    DamonUnavailable,
+    KdamondStopped,
+    Region,
+    TargetGone,
+)
 from numa_exporter.sources.errors import SourceError
 
 log = structlog.get_logger()
 RETRY_S = 300.0  # a DAMON that was busy, foreign or absent is tried again this often
-# region reads per round (each about one aggregation interval): a region counts as hot when
-# it was in any of them. One interval alone is noisy where the process is not on a CPU for
-# all of it (measured in the TCG guest: 3 of 10 scrapes of a hot set read no hot bytes).
-READS_PER_ROUND = 3
+SPARE_CANDIDATES = 4  # processes named beyond one per kdamond: the next when one exits
+MAX_AGE_ROUNDS = 10  # hot memory older than this many periods (at least 10 s) is not joined
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,19 +61,37 @@ class HotMemoryMonitor:
         self._unavailable: dict[str, int] = {}
         self._said: set[str] = set()
         self._assigned: dict[int, Watched] = {}  # slot -> process
+        self._gone: set[Watched] = set()  # wanted processes found exited
+        self._events: dict[str, int] = {}  # counted events (target_exited, ...)
+        self.max_age_s = max(10.0, MAX_AGE_ROUNDS * period_s)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # --- scan thread ----------------------------------------------------------------------
     def want(self, processes: Sequence[Watched]) -> None:
-        """Name the processes to watch, most important first (at most one per kdamond)."""
+        """Name the processes to watch, most important first: one per kdamond, and a few
+        more to move on to when one exits."""
         with self._lock:
-            self._wanted = list(processes[: self.settings.slots])
+            self._wanted = list(processes[: self.settings.slots + SPARE_CANDIDATES])
 
     def status(self) -> DamonStatus:
         """Return the worker's last result (never blocks on DAMON)."""
         with self._lock:
             return self._status
+
+    def stalled(self, age_s: float) -> DamonStatus:
+        """Return the status when the worker's last result is older than ``max_age_s``
+        (scan thread): ``stalled``, counted, without hot memory (said once)."""
+        with self._lock:
+            self._unavailable["stalled"] = self._unavailable.get("stalled", 0) + 1
+            said = "stalled" in self._said
+            self._said.add("stalled")
+            st = DamonStatus("stalled", {}, dict(self._unavailable),
+                             events=dict(self._events))
+        if not said:
+            log.warning("damon: the hot-memory worker's last result is too old; hot memory "
+                        "left out", age_seconds=round(age_s, 1), bound_seconds=self.max_age_s)
+        return st
 
     def start(self) -> None:
         """Start the worker thread."""
@@ -93,7 +116,8 @@ class HotMemoryMonitor:
             log.warning("damon: hot memory unavailable; everything else keeps serving",
                         reason=reason, detail=detail)
         with self._lock:
-            self._status = DamonStatus(reason, {}, dict(self._unavailable))
+            self._status = DamonStatus(reason, {}, dict(self._unavailable),
+                                       events=dict(self._events))
 
     def _run(self) -> None:
         if not self.is_root:
@@ -119,38 +143,91 @@ class HotMemoryMonitor:
 
     def round(self) -> None:
         """Point the kdamonds at the wanted processes and read the hot memory of each
-        (paddr: at every node's memory, and read the host's hot and idle bytes)."""
+        (paddr: at every node's memory, and read the host's hot and idle bytes). A watched
+        process that exited is replaced by the next candidate in the same round; a kdamond
+        of the exporter's that something else stopped is started again (both counted in
+        ``events``)."""
         if self.driver.ops == "paddr":
             self.round_physical()
             return
         if self.query is None:
             raise DamonUnavailable("absent", "no move_pages to place hot regions")
-        query = self.query
         with self._lock:
             wanted = list(self._wanted)
-        for slot, proc in zip(self.driver.slots, wanted, strict=False):
+        self._gone &= set(wanted)  # forget what the scan no longer names
+        hot: dict[int, HotMemory] = {}
+        for slot in list(self.driver.slots):
+            h = self._serve(slot, wanted)
+            if h is not None:
+                hot[h.pid] = h
+        with self._lock:
+            self._status = DamonStatus("monitoring", hot, dict(self._unavailable),
+                                       monotonic=time.monotonic(),
+                                       events=dict(self._events))
+
+    def _count(self, event: str) -> None:
+        with self._lock:
+            self._events[event] = self._events.get(event, 0) + 1
+
+    def _next(self, slot: int, wanted: Sequence[Watched]) -> Watched | None:
+        """Return the process kdamond ``slot`` should watch: the one it watches when still
+        wanted, else the first candidate that is neither gone nor another slot's."""
+        current = self._assigned.get(slot)
+        if current in wanted and current not in self._gone:
+            return current
+        taken = {p for s, p in self._assigned.items() if s != slot}
+        return next((p for p in wanted if p not in self._gone and p not in taken), None)
+
+    def _serve(self, slot: int, wanted: Sequence[Watched]) -> HotMemory | None:
+        """Return the hot memory of the process kdamond ``slot`` watches this round (None
+        when no candidate is left), moving on to the next candidate when one exits and
+        starting the kdamond again once when something else stopped it."""
+        restarted = False
+        for _ in range(len(wanted) + 2):
+            proc = self._next(slot, wanted)
+            if proc is None:
+                self._assigned.pop(slot, None)
+                return None
             if self._assigned.get(slot) != proc:
                 try:
                     self.driver.watch(slot, proc.pid)
-                    self._assigned[slot] = proc
-                except DamonUnavailable as exc:
-                    if exc.reason != "error":
-                        raise
-                    self._assigned.pop(slot, None)  # the process exited meanwhile
-        hot: dict[int, HotMemory] = {}
-        for slot, proc in list(self._assigned.items()):
-            if proc not in wanted:
+                except TargetGone:
+                    self._gone_now(slot, proc)
+                    continue
+                self._assigned[slot] = proc
+            try:
+                regions = self.driver.regions(slot)
+            except KdamondStopped:
+                self._assigned.pop(slot, None)  # watch() again: it finds out which it was
+                try:
+                    self.driver.watch(slot, proc.pid)
+                except TargetGone:
+                    self._gone_now(slot, proc)
+                    continue
+                self._assigned[slot] = proc
+                if restarted:
+                    raise
+                restarted = True
+                self._count("kdamond_restarted")
+                log.warning("damon: the exporter's kdamond was stopped from outside while "
+                            "its process lives; started again", slot=slot, pid=proc.pid)
                 continue
             try:
-                reads = [self.driver.regions(slot) for _ in range(READS_PER_ROUND)]
-                hot[proc.pid] = place_hot_regions(
-                    proc.pid, proc.start_time, hottest(reads), self.settings.max_accesses,
-                    self.threshold, query(proc.pid), time.monotonic())
+                return self._place(proc, regions)
             except SourceError:  # gone or denied since: no hot memory this round
                 self._assigned.pop(slot, None)
-        with self._lock:
-            self._status = DamonStatus("monitoring", hot, dict(self._unavailable))
+                return None
+        return None
 
+    def _gone_now(self, slot: int, proc: Watched) -> None:
+        self._gone.add(proc)
+        self._assigned.pop(slot, None)
+        self._count("target_exited")
+
+    def _place(self, proc: Watched, regions: Sequence[Region]) -> HotMemory:
+        assert self.query is not None
+        return place_hot_regions(proc.pid, proc.start_time, regions, self.settings.max_accesses,
+                                 self.threshold, self.query(proc.pid), time.monotonic())
 
     def round_physical(self) -> None:
         """Keep the paddr kdamond on every node's memory and read the host's hot and idle
@@ -163,25 +240,19 @@ class HotMemoryMonitor:
                                        "(devices/system/node/node<N>/memory<M>)")
             self.driver.watch_physical(slot, [(r.start, r.end) for r in ranges])
             self._ranges = ranges
-        reads = [self.driver.regions(slot) for _ in range(READS_PER_ROUND)]
-        if not any(reads):  # the kdamond stopped: start it again next round
-            self._ranges = []
-        nodes = node_hot_idle(hottest(reads), self._ranges, self.settings.max_accesses,
+        try:
+            regions = self.driver.regions(slot)
+        except KdamondStopped:  # something else stopped it: start it again, once
+            self.driver.watch_physical(slot, [(r.start, r.end) for r in self._ranges])
+            self._count("kdamond_restarted")
+            log.warning("damon: the exporter's paddr kdamond was stopped from outside; "
+                        "started again", slot=slot)
+            regions = self.driver.regions(slot)
+        nodes = node_hot_idle(regions, self._ranges, self.settings.max_accesses,
                               self.threshold, time.monotonic())
         with self._lock:
-            self._status = DamonStatus("monitoring", {}, dict(self._unavailable), nodes)
-
-
-def hottest(reads: Sequence[Sequence[Region]]) -> list[Region]:
-    """Return the regions of the read with the most bytes accessed at all (several reads of
-    one kdamond's regions, each one aggregation interval)."""
-    best: list[Region] = []
-    most = -1
-    for rs in reads:
-        n = sum(r.end - r.start for r in rs if r.nr_accesses > 0)
-        if n > most:
-            best, most = list(rs), n
-    return best
+            self._status = DamonStatus("monitoring", {}, dict(self._unavailable), nodes,
+                                       monotonic=time.monotonic(), events=dict(self._events))
 
 
 def join_hot(monitor: HotMemoryMonitor, samples: list[ProcessSample]
@@ -189,7 +260,11 @@ def join_hot(monitor: HotMemoryMonitor, samples: list[ProcessSample]
     """Return the samples with the worker's last hot memory joined (same pid and start
     time) and its status; hands the worker this scan's largest processes to watch next."""
     status = monitor.status()
-    hot = status.hot or {}
+    now = time.monotonic()
+    if status.state == "monitoring" and now - status.monotonic > monitor.max_age_s:
+        status = monitor.stalled(now - status.monotonic)
+    hot = {pid: h for pid, h in (status.hot or {}).items()
+           if now - h.monotonic <= monitor.max_age_s}
     out = []
     for s in samples:
         h = hot.get(s.pid)

@@ -98,6 +98,27 @@ class Region:
     age: int
 
 
+class KdamondStopped(DamonUnavailable):
+    """The exporter's own kdamond is not running: its target exited (the kdamond stops by
+    itself, mm/damon/core.c ``kdamond_need_stop()``), or something else wrote ``off``. An
+    ``update_schemes_tried_regions`` then fails with EINVAL (already off: 6.12's
+    ``damon_sysfs_handle_cmd()``, 6.14+'s ``damos_walk()``) or ECANCELED (stopped during the
+    wait)."""
+
+    def __init__(self, slot: int, detail: str) -> None:
+        self.slot = slot
+        super().__init__("stopped", f"kdamond {slot}: {detail}")
+
+
+class TargetGone(DamonUnavailable):
+    """The process to watch does not exist (``on`` answers EINVAL: the pid names no process,
+    mm/damon/sysfs.c ``damon_sysfs_add_target()``)."""
+
+    def __init__(self, pid: int, detail: str) -> None:
+        self.pid = pid
+        super().__init__("gone", f"pid {pid}: {detail}")
+
+
 def _classify(path: Path, err: OSError) -> DamonUnavailable:
     if err.errno == errno.EBUSY:
         return DamonUnavailable("busy", f"{path}: in use by another DAMON user (EBUSY)")
@@ -444,18 +465,42 @@ class DamonSysfs:
 
     # --- targets --------------------------------------------------------------------------
     def watch(self, slot: int, pid: int) -> None:
-        """Point the exporter's own kdamond ``slot`` at process ``pid`` and start it."""
+        """Point the exporter's own kdamond ``slot`` at process ``pid`` and start it. Raises
+        TargetGone when the kernel finds no such process, and ``foreign`` (giving up every
+        slot) when the stopped kdamond no longer holds the exporter's configuration:
+        something else took it, and starting it would run their scheme."""
         self._own(slot)
         if self.ops != "vaddr":
             raise DamonUnavailable("error", f"kdamond {slot} runs {self.ops}, not vaddr")
         self.stop(slot)
+        self._still_ours(slot)
         targets = self._ctx(slot) / "targets"
         self._write(targets / "nr_targets", "1")
         self._write(targets / "0" / "pid_target", str(pid))
         self.targets[slot] = pid
-        self._write(self.kdamonds / str(slot) / "state", "on")
+        state = self.kdamonds / str(slot) / "state"
+        try:
+            fd = os.open(state, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+        except OSError as err:
+            raise _classify(state, err) from err
+        try:
+            os.write(fd, b"on")
+        except OSError as err:
+            if err.errno in (errno.EINVAL, errno.ESRCH):
+                raise TargetGone(pid, f"{state}: {err.strerror}") from err
+            raise _classify(state, err) from err
+        finally:
+            os.close(fd)
         self.pids[slot] = self.kdamond_pid(slot)
         self._save()
+
+    def _still_ours(self, slot: int) -> None:
+        """Raise ``foreign`` (and give up every slot) unless the stopped kdamond ``slot``
+        holds the exporter's configuration."""
+        if not self._configured_as_ours(slot, self.ops):
+            self.slots, self.pids = [], {}
+            raise DamonUnavailable("foreign", f"kdamond {slot} was reconfigured by someone "
+                                   "else while stopped; left untouched")
 
     def watch_physical(self, slot: int, ranges: Sequence[tuple[int, int]]) -> None:
         """Point the exporter's own paddr kdamond ``slot`` at the physical ``ranges``
@@ -464,6 +509,7 @@ class DamonSysfs:
         if self.ops != "paddr":
             raise DamonUnavailable("error", f"kdamond {slot} runs {self.ops}, not paddr")
         self.stop(slot)
+        self._still_ours(slot)
         targets = self._ctx(slot) / "targets"
         self._write(targets / "nr_targets", "1")
         regions = targets / "0" / "regions"
@@ -506,12 +552,28 @@ class DamonSysfs:
     def regions(self, slot: int) -> list[Region]:
         """Return the regions of the exporter's running kdamond ``slot``: asks the kernel
         to update the stat scheme's tried regions (blocks about one aggregation interval)
-        and reads them. Empty when the kdamond is off (its target exited)."""
+        and reads them. Raises KdamondStopped when the kdamond is off or stops meanwhile
+        (its target exited, or something else stopped it)."""
         self._own(slot)
         kd = self.kdamonds / str(slot)
         if self.state(slot) != "on":
-            return []
-        self._write(kd / "state", "update_schemes_tried_regions")
+            self.pids.pop(slot, None)
+            raise KdamondStopped(slot, "not running")
+        path = kd / "state"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+        except OSError as err:
+            raise _classify(path, err) from err
+        try:
+            os.write(fd, b"update_schemes_tried_regions")
+        except OSError as err:
+            if err.errno in (errno.EINVAL, errno.ECANCELED):
+                self.pids.pop(slot, None)
+                raise KdamondStopped(slot, f"stopped during the region update "
+                                     f"({errno.errorcode.get(err.errno, err.errno)})") from err
+            raise _classify(path, err) from err
+        finally:
+            os.close(fd)
         base = self._ctx(slot) / "schemes" / "0" / "tried_regions"
         try:
             names = [e.name for e in os.scandir(base) if e.name.isdigit()]
