@@ -289,3 +289,115 @@ def test_hot_memory_older_than_its_bound_is_not_joined(tmp_path: Path, kernel: F
     joined, st = worker.join_hot(m, [sample])  # type: ignore[arg-type]
     assert joined[0].hot is None
     assert st.state == "stalled" and (st.unavailable or {}).get("stalled") == 1
+
+
+# --- 6. region values bounded by the process ------------------------------------------------
+
+def test_a_region_to_the_top_of_the_address_space_gives_no_more_than_resident(
+        tmp_path: Path, kernel: FakeDamon) -> None:
+    from numa_exporter.scan.damon import HotMemoryMonitor, Watched
+
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [0] * len(a), 0.05)
+    m.driver.claim()
+    kernel.set_regions(0, [(0x10000, (1 << 64) - 1, 20, 1)])  # hot, to 2^64-1
+    m.want([Watched(1234, 10.0, 400 * MiB)])  # 400 MiB resident
+    m.round()
+    h = (m.status().hot or {})[1234]
+    assert 0 < sum(h.bytes_by_node.values()) <= 400 * MiB  # the old code: 1.8e19
+    assert (m.status().events or {}).get("hot_bytes_clamped") == 1
+    assert (m.status().events or {}).get("regions_refused") == 1  # cut at TASK_SIZE_MAX
+
+
+@pytest.mark.parametrize("bad", [("-4096", 0x20000, 20, 0), (0x30000, "-1", 20, 0),
+                                 (0x40000, 0x50000, "-3", 0), (0x60000, 0x60000, 20, 0),
+                                 (0x70000, 0x80000, "1e9", 0), (0x90000, "18446744073709551616",
+                                                                20, 0)])
+def test_a_region_with_an_unsound_value_is_refused_and_counted(
+        tmp_path: Path, kernel: FakeDamon, bad: tuple[int | str, ...]) -> None:
+    from numa_exporter.scan.damon import HotMemoryMonitor, Watched
+
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [0] * len(a), 0.05)
+    m.driver.claim()
+    kernel.set_regions(0, [bad, (0x100000, 0x100000 + MiB, 20, 0)])
+    m.want([Watched(1234, 10.0, 400 * MiB)])
+    m.round()
+    st = m.status()
+    assert st.state == "monitoring"
+    assert (st.hot or {})[1234].bytes_by_node == {0: MiB}  # only the sound region
+    assert (st.events or {}).get("regions_refused") == 1
+
+
+# --- 4. hot bytes from every hot region -----------------------------------------------------
+
+def _half_hot(n: int, hot_bytes: int) -> tuple[list[object], dict[int, int]]:
+    """Return n equal regions, every other one hot (``hot_bytes`` in all), and the node of
+    each region's pages: about a third of the regions on node 1 (a fixed scramble)."""
+    from numa_exporter.sources.damon import Region
+
+    size = 2 * hot_bytes // n // 4096 * 4096
+    base = 0x7F0000000000 - n * size
+    regions = [Region(base + i * size, base + (i + 1) * size, 20 if i % 2 == 0 else 0)
+               for i in range(n)]
+    node = {i: 1 if (i * 2654435761) % 97 < 32 else 0 for i in range(n)}
+    return regions, node
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000])
+def test_every_hot_region_counts_not_the_largest_256(n: int) -> None:
+    from numa_exporter.readers.hot_memory import place_hot_regions
+
+    regions, node = _half_hot(n, 200 * MiB)
+    size = regions[0].end - regions[0].start  # type: ignore[attr-defined]
+    base = regions[0].start  # type: ignore[attr-defined]
+    truth: dict[int, int] = {}
+    for i, r in enumerate(regions):
+        if r.nr_accesses:  # type: ignore[attr-defined]
+            truth[node[i]] = truth.get(node[i], 0) + size
+    asked: list[int] = []
+
+    def query(addrs: list[int]) -> list[int]:
+        asked.extend(addrs)
+        return [node[(a - base) // size] for a in addrs]
+
+    h = place_hot_regions(1234, 1.0, regions, 20, 0.05, query, 0.0,  # type: ignore[arg-type]
+                          offset=0.5)
+    total = sum(h.bytes_by_node.values())
+    hot = sum(truth.values())
+    assert abs(hot - 200 * MiB) < 0.03 * 200 * MiB  # the layout's hot bytes (page-rounded)
+    assert abs(total - hot) <= 0.10 * hot  # the old code: 102 MiB (1,000), 10 MiB (10,000)
+    for nd, b in truth.items():  # each node within its stated error (4 standard errors)
+        assert abs(h.bytes_by_node.get(nd, 0.0) - b) <= 4 * h.stderr_bytes + 0.02 * hot
+    assert 0 < h.stderr_bytes < 0.05 * hot
+    assert h.placed_regions <= 256 and len(asked) <= 256 * 32  # a bounded sample
+    assert h.hot_regions == n // 2 and h.hot_bytes == pytest.approx(hot)
+
+
+def test_a_few_hot_regions_are_all_placed_with_no_region_sampling_error() -> None:
+    from numa_exporter.readers.hot_memory import place_hot_regions
+
+    regions, node = _half_hot(100, 20 * MiB)
+    size = regions[0].end - regions[0].start  # type: ignore[attr-defined]
+    base = regions[0].start  # type: ignore[attr-defined]
+    h = place_hot_regions(1, 1.0, regions, 20, 0.05,  # type: ignore[arg-type]
+                          lambda a: [node[(x - base) // size] for x in a], 0.0)
+    truth: dict[int, float] = {}
+    for i, r in enumerate(regions):
+        if r.nr_accesses:  # type: ignore[attr-defined]
+            truth[node[i]] = truth.get(node[i], 0) + size
+    assert h.bytes_by_node == truth and h.placed_regions == 50 and h.stderr_bytes == 0
+
+
+def test_the_worker_reads_1000_regions_half_hot_as_200_mib(tmp_path: Path,
+                                                         kernel: FakeDamon) -> None:
+    from numa_exporter.scan.damon import HotMemoryMonitor, Watched
+
+    regions, _ = _half_hot(1_000, 200 * MiB)
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [0] * len(a), 0.05)
+    m.driver.claim()
+    kernel.set_regions(0, [(r.start, r.end, r.nr_accesses, 7)  # type: ignore[attr-defined]
+                           for r in regions])
+    m.want([Watched(1234, 10.0)])
+    m.round()
+    h = (m.status().hot or {})[1234]
+    assert abs(sum(h.bytes_by_node.values()) - 200 * MiB) <= 0.10 * 200 * MiB  # old: 102 MiB
+    assert h.regions == 1_000

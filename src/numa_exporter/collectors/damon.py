@@ -18,8 +18,15 @@ HOT_BYTES = MetricSpec(
     "numa_process_hot_memory_bytes", "gauge",
     "Bytes of the process that DAMON saw accessed in its last aggregation interval "
     "(--collector.damon.hot-threshold of the samples), by the node their pages are on "
-    "(move_pages on 32 pages of each hot region). Only for the processes the exporter's "
-    "kdamonds watch (--collector.damon.processes, largest resident first).", ("pid", "node"))
+    "(move_pages on 32 pages of each hot region; beyond 256 hot regions, of 256 drawn by "
+    "size, each node's share scaled to the size of all hot regions), at most the process's "
+    "resident bytes. Only for the processes the exporter's kdamonds watch "
+    "(--collector.damon.processes, largest resident first).", ("pid", "node"))
+HOT_STDERR = MetricSpec(
+    "numa_process_hot_memory_bytes_stderr", "gauge",
+    "Largest standard error, in bytes, of numa_process_hot_memory_bytes on one node: the "
+    "sampling error of the pages looked up in each hot region, and, beyond 256 hot regions, "
+    "of the regions drawn.", ("pid",))
 HOT_REMOTE = MetricSpec(
     "numa_process_hot_remote_memory_ratio", "gauge",
     "Share of the process's hot bytes on nodes outside its home nodes (the same home as "
@@ -52,10 +59,13 @@ EVENTS_TOTAL = MetricSpec(
     "numa_exporter_damon_events_total", "counter",
     "Events of the exporter's own kdamonds, by event: target_exited (a watched process "
     "exited; the next largest is watched in the same round), kdamond_restarted (something "
-    "else stopped an own kdamond while its process lived; started again).", ("event",),
+    "else stopped an own kdamond while its process lived; started again), regions_refused "
+    "(regions with values no process has: not a decimal of 0..2^64-1, end not above start, "
+    "or cut at the highest user address, 2^56), hot_bytes_clamped (hot bytes above the "
+    "process's resident bytes, cut to them).", ("event",),
     bounds=(("event", len(EVENTS)),))
 
-SPECS = (HOT_BYTES, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE, EVENTS_TOTAL)
+SPECS = (HOT_BYTES, HOT_STDERR, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE, EVENTS_TOTAL)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
@@ -63,12 +73,13 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     st = snap.damon
     if st is None:
         return
-    hb, hr, nh, ni, up, un, ev = (family(s) for s in SPECS)
+    hb, he, hr, nh, ni, up, un, ev = (family(s) for s in SPECS)
     for p in snap.processes:
         if p.hot is None:
             continue
         for node, b in sorted(p.hot.bytes_by_node.items()):
             hb.add_metric([str(p.pid), str(node)], b)
+        he.add_metric([str(p.pid)], p.hot.stderr_bytes)
         ratio = hot_remote_ratio(p.hot.bytes_by_node, p.home.nodes)
         if ratio is not None:
             hr.add_metric([str(p.pid)], ratio)
@@ -83,7 +94,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     events = st.events or {}
     for event in EVENTS:
         ev.add_metric([event], events.get(event, 0))
-    yield from (hb, hr, nh, ni, up, un, ev)
+    yield from (hb, he, hr, nh, ni, up, un, ev)
 
 
 COLLECTOR = CollectorDef(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import structlog
 
@@ -21,7 +21,7 @@ from numa_exporter.sources.damon import (
     DamonSysfs,
     DamonUnavailable,
     KdamondStopped,
-    Region,
+    RegionRead,
     TargetGone,
 )
 from numa_exporter.sources.errors import SourceError
@@ -34,10 +34,13 @@ MAX_AGE_ROUNDS = 10  # hot memory older than this many periods (at least 10 s) i
 
 @dataclass(frozen=True, slots=True)
 class Watched:
-    """A process to watch: pid and start time (a reused pid is another process)."""
+    """A process to watch: pid and start time (a reused pid is another process), and its
+    resident bytes at the last scan (the most its hot bytes can be; not part of its
+    identity)."""
 
     pid: int
     start_time: float
+    rss_bytes: int | None = field(default=None, compare=False)
 
 
 class HotMemoryMonitor:
@@ -196,7 +199,7 @@ class HotMemoryMonitor:
                     continue
                 self._assigned[slot] = proc
             try:
-                regions = self.driver.regions(slot)
+                read = self.driver.read_regions(slot)
             except KdamondStopped:
                 self._assigned.pop(slot, None)  # watch() again: it finds out which it was
                 try:
@@ -213,7 +216,7 @@ class HotMemoryMonitor:
                             "its process lives; started again", slot=slot, pid=proc.pid)
                 continue
             try:
-                return self._place(proc, regions)
+                return self._place(proc, read)
             except SourceError:  # gone or denied since: no hot memory this round
                 self._assigned.pop(slot, None)
                 return None
@@ -224,10 +227,31 @@ class HotMemoryMonitor:
         self._assigned.pop(slot, None)
         self._count("target_exited")
 
-    def _place(self, proc: Watched, regions: Sequence[Region]) -> HotMemory:
+    def _place(self, proc: Watched, read: RegionRead) -> HotMemory:
+        """Return the hot memory of ``proc`` from one read of its kdamond's regions,
+        counting the regions refused and a clamp to its resident bytes."""
         assert self.query is not None
-        return place_hot_regions(proc.pid, proc.start_time, regions, self.settings.max_accesses,
-                                 self.threshold, self.query(proc.pid), time.monotonic())
+        h = place_hot_regions(proc.pid, proc.start_time, read.regions,
+                              self.settings.max_accesses, self.threshold,
+                              self.query(proc.pid), time.monotonic(),
+                              resident_bytes=proc.rss_bytes, refused=read.refused)
+        if h.refused_regions:
+            with self._lock:
+                self._events["regions_refused"] = (self._events.get("regions_refused", 0)
+                                                   + h.refused_regions)
+            self._say_once("regions_refused", "damon: regions with values no process can "
+                           "have were refused (counted)", pid=proc.pid,
+                           refused=h.refused_regions)
+        if h.clamped:
+            self._count("hot_bytes_clamped")
+            self._say_once("hot_bytes_clamped", "damon: hot bytes above the process's "
+                           "resident bytes were cut to them (counted)", pid=proc.pid)
+        return h
+
+    def _say_once(self, key: str, message: str, **kw: object) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            log.warning(message, **kw)
 
     def round_physical(self) -> None:
         """Keep the paddr kdamond on every node's memory and read the host's hot and idle
@@ -271,5 +295,5 @@ def join_hot(monitor: HotMemoryMonitor, samples: list[ProcessSample]
         out.append(replace(s, hot=h) if h is not None and abs(h.start_time - s.start_time) < 1
                    else s)
     largest = sorted(samples, key=lambda s: s.rss_bytes, reverse=True)
-    monitor.want([Watched(s.pid, s.start_time) for s in largest])
+    monitor.want([Watched(s.pid, s.start_time, s.rss_bytes) for s in largest])
     return out, status

@@ -90,12 +90,37 @@ class DamonSettings:
 @dataclass(frozen=True, slots=True)
 class Region:
     """One region DAMON tried a scheme on: ``[start, end)``, accesses in the last
-    aggregation interval and its age in aggregation intervals."""
+    aggregation interval and its age in aggregation intervals (not read: 0)."""
 
     start: int
     end: int
     nr_accesses: int
-    age: int
+    age: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RegionRead:
+    """One read of a kdamond's tried regions: the regions whose values are sound, and how
+    many were refused (a value that is no decimal of 0..2^64-1, ``nr_accesses`` above
+    2^32-1, an end not above its start, or a file that could not be read)."""
+
+    regions: list[Region]
+    refused: int = 0
+
+
+def _uint(fd_path: str, limit: int) -> int | None:
+    """Return the unsigned decimal in the attribute ``fd_path`` (at most ``limit``), None
+    when it holds anything else. Raises FileNotFoundError when it does not exist."""
+    fd = os.open(fd_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        raw = os.read(fd, 32)
+    finally:
+        os.close(fd)
+    text = raw.strip()
+    if not text.isdigit() or len(text) > 20:
+        return None
+    v = int(text)
+    return v if v <= limit else None
 
 
 class KdamondStopped(DamonUnavailable):
@@ -549,11 +574,12 @@ class DamonSysfs:
             raise DamonUnavailable("foreign", f"kdamond {slot} is not the exporter's")
 
     # --- regions --------------------------------------------------------------------------
-    def regions(self, slot: int) -> list[Region]:
+    def regions(self, slot: int, read: bool = True) -> list[Region]:
         """Return the regions of the exporter's running kdamond ``slot``: asks the kernel
         to update the stat scheme's tried regions (blocks about one aggregation interval)
         and reads them. Raises KdamondStopped when the kdamond is off or stops meanwhile
-        (its target exited, or something else stopped it)."""
+        (its target exited, or something else stopped it). ``read=False``: only the update
+        request (returns [])."""
         self._own(slot)
         kd = self.kdamonds / str(slot)
         if self.state(slot) != "on":
@@ -574,17 +600,45 @@ class DamonSysfs:
             raise _classify(path, err) from err
         finally:
             os.close(fd)
-        base = self._ctx(slot) / "schemes" / "0" / "tried_regions"
-        try:
-            names = [e.name for e in os.scandir(base) if e.name.isdigit()]
-        except OSError as err:
-            raise _classify(base, err) from err
+        if not read:
+            return []
+        return self._read_tried(slot).regions
+
+    def read_regions(self, slot: int) -> RegionRead:
+        """Return the regions of the exporter's running kdamond ``slot`` as
+        :meth:`regions` does, with the count of regions refused for unsound values."""
+        self.regions(slot, read=False)
+        return self._read_tried(slot)
+
+    def _read_tried(self, slot: int) -> RegionRead:
+        """Read the stat scheme's tried regions (mm/damon/sysfs-schemes.c
+        ``damon_sysfs_scheme_regions_add_dirs()``: ``tried_regions/<i>/`` numbered from 0):
+        ``start``, ``end`` and ``nr_accesses`` only (``age`` is not used), at most the
+        region cap of them, each value checked."""
+        base = f"{self._ctx(slot)}/schemes/0/tried_regions"
+        cap = min(MAX_REGIONS_READ, max(self.settings.max_regions, 1))
         out: list[Region] = []
-        for name in sorted(names, key=int)[:MAX_REGIONS_READ]:
-            d = base / name
-            out.append(Region(self._int(d / "start"), self._int(d / "end"),
-                              self._int(d / "nr_accesses"), self._int(d / "age")))
-        return out
+        refused = 0
+        for i in range(cap):
+            d = f"{base}/{i}"
+            try:
+                start = _uint(f"{d}/start", U64_MAX)
+            except FileNotFoundError:
+                break  # the last region was i - 1
+            except OSError:
+                refused += 1
+                continue
+            try:
+                end = _uint(f"{d}/end", U64_MAX)
+                acc = _uint(f"{d}/nr_accesses", U32_MAX)
+            except OSError:
+                refused += 1
+                continue
+            if start is None or end is None or acc is None or end <= start:
+                refused += 1
+                continue
+            out.append(Region(start, end, acc))
+        return RegionRead(out, refused)
 
 
 def boot_id(procfs: Path) -> str:
