@@ -28,7 +28,7 @@ import errno
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -49,14 +49,12 @@ CTX_DEFAULTS = {
 
 @dataclass
 class Kdamond:
-    """One kdamond as the kernel keeps it: running or not, its thread pid, whether it was
-    ever started (a context exists) and the regions its stat scheme tried last."""
+    """One kdamond as the kernel keeps it: running or not, its thread pid, and whether it
+    was ever started (a context exists)."""
 
     running: bool = False
     started: bool = False
     pid: int = -1
-    regions: list[tuple[int | str, int | str, int | str, int | str]] = field(
-        default_factory=list)
 
 
 class FakeDamon:
@@ -74,6 +72,8 @@ class FakeDamon:
         # runs while an update_schemes_tried_regions waits (the aggregation interval)
         self.during_update: Callable[[int], None] | None = None
         self.writes: list[tuple[str, str]] = []  # (path under admin, value) as stored
+        # kdamond index -> what its stat scheme's next update_schemes_tried_regions writes
+        self.regions: dict[int, list[tuple[int | str, ...]]] = {}
         self.region_reads = 0
 
     # --- what a test does from outside --------------------------------------------------
@@ -98,7 +98,7 @@ class FakeDamon:
     def set_regions(self, i: int, regions: Sequence[tuple[int | str, ...]]) -> None:
         """Set what the next update_schemes_tried_regions of kdamond ``i`` writes out:
         (start, end, nr_accesses, age) each; a str is written as it is (hostile values)."""
-        self.kdamonds[i].regions = [tuple(r) for r in regions]  # type: ignore[misc]
+        self.regions[i] = [tuple(r) for r in regions]
 
     # --- the kernel's side ----------------------------------------------------------------
     def _dir(self, i: int) -> Path:
@@ -214,7 +214,7 @@ class FakeDamon:
             if old.is_dir():
                 shutil.rmtree(old)
         total = 0
-        for j, (start, end, acc, age) in enumerate(self.kdamonds[i].regions):
+        for j, (start, end, acc, age) in enumerate(self.regions.get(i, [])):
             d = base / str(j)
             d.mkdir()
             for name, val in (("start", start), ("end", end), ("nr_accesses", acc),

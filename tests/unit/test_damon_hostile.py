@@ -401,3 +401,100 @@ def test_the_worker_reads_1000_regions_half_hot_as_200_mib(tmp_path: Path,
     h = (m.status().hot or {})[1234]
     assert abs(sum(h.bytes_by_node.values()) - 200 * MiB) <= 0.10 * 200 * MiB  # old: 102 MiB
     assert h.regions == 1_000
+
+
+# --- 9. the kernel's own DAMON modules ------------------------------------------------------
+
+def _module(sysfs: Path, name: str, enabled: str, pid: int | None = -1) -> None:
+    params = sysfs / "module" / name / "parameters"
+    params.mkdir(parents=True, exist_ok=True)
+    (params / "enabled").write_text(enabled + "\n")
+    if pid is not None:
+        (params / "kdamond_pid").write_text(f"{pid}\n")
+
+
+def _module_monitor(tmp_path: Path, kernel: FakeDamon, **kw: object) -> object:
+    from numa_exporter.scan.damon import HotMemoryMonitor, Watched
+    from numa_exporter.sources.damon import damon_modules
+
+    sysfs = tmp_path / "sys"
+    _module(sysfs, "damon_reclaim", "N")
+    _module(sysfs, "damon_lru_sort", "N")
+    _module(sysfs, "damon_stat", "N", pid=None)  # it has no kdamond_pid parameter
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [0] * len(a), 0.05,
+                         modules=lambda: damon_modules(sysfs), **kw)  # type: ignore[arg-type]
+    kernel.set_regions(0, HOT)
+    m.want([Watched(1234, 10.0)])
+    return m
+
+
+def test_a_module_blocked_or_refused_while_our_kdamond_runs_is_reported(
+        tmp_path: Path, kernel: FakeDamon) -> None:
+    m = _module_monitor(tmp_path, kernel)
+    m.step()  # type: ignore[attr-defined]
+    # present, not running, our kdamond runs: enabling any of them fails now
+    assert m.status().modules_blocked == {  # type: ignore[attr-defined]
+        "damon_reclaim": True, "damon_lru_sort": True, "damon_stat": True}
+    assert not (m.status().events or {}).get("module_refused")  # type: ignore[attr-defined]
+    # `echo Y > .../damon_reclaim/parameters/enabled` failed (EIO): enabled Y, no kdamond
+    _module(tmp_path / "sys", "damon_reclaim", "Y", pid=-1)
+    for _ in range(3):
+        m.step()  # type: ignore[attr-defined]
+    st = m.status()  # type: ignore[attr-defined]
+    assert st.state == "monitoring" and kernel.kdamonds[0].running  # no flag: it stays
+    assert st.modules_blocked["damon_reclaim"] is True
+    assert (st.events or {}).get("module_refused") == 1  # one episode, said once
+    _module(tmp_path / "sys", "damon_reclaim", "N", pid=-1)
+    m.step()  # type: ignore[attr-defined]
+    _module(tmp_path / "sys", "damon_reclaim", "Y", pid=-1)  # a second request
+    m.step()  # type: ignore[attr-defined]
+    assert (m.status().events or {}).get("module_refused") == 2  # type: ignore[attr-defined]
+    m.driver.release()  # our kdamond stops: nothing blocks the modules
+    m._check_modules(m._read_modules())  # type: ignore[attr-defined]
+    assert not any(m.status().modules_blocked.values())  # type: ignore[attr-defined]
+
+
+def test_yield_to_modules_stops_our_kdamonds_and_resumes(tmp_path: Path,
+                                                        kernel: FakeDamon) -> None:
+    m = _module_monitor(tmp_path, kernel, yield_to_modules=True)
+    m.step()  # type: ignore[attr-defined]
+    assert kernel.kdamonds[0].running
+    _module(tmp_path / "sys", "damon_stat", "Y", pid=None)
+    m.step()  # type: ignore[attr-defined]
+    st = m.status()  # type: ignore[attr-defined]
+    assert st.state == "yielded" and not kernel.kdamonds[0].running  # made way
+    assert (st.events or {}).get("yielded") == 1
+    # the module may now start: nr_kdamonds untouched, our slot stopped; then it stops
+    _module(tmp_path / "sys", "damon_stat", "N", pid=None)
+    m.step()  # type: ignore[attr-defined]
+    st = m.status()  # type: ignore[attr-defined]
+    assert st.state == "monitoring" and kernel.kdamonds[0].running
+    assert kernel._target(0) == 1234 and sum((st.hot or {})[1234].bytes_by_node.values()) > 0
+
+
+def test_module_parameters_with_hostile_values_are_left_out(tmp_path: Path) -> None:
+    from numa_exporter.sources.damon import DamonModule, damon_modules
+
+    _module(tmp_path, "damon_reclaim", "maybe")
+    _module(tmp_path, "damon_lru_sort", "Y", pid=None)
+    (tmp_path / "module/damon_lru_sort/parameters/kdamond_pid").write_text("-" + "9" * 40)
+    assert damon_modules(tmp_path) == [DamonModule("damon_lru_sort", True, None)]
+
+
+def test_the_collector_exports_a_refused_module() -> None:
+    from numa_exporter.collectors.damon import emit
+    from numa_exporter.model.hot_memory import DamonStatus
+
+    class Snap:
+        processes = ()
+        damon = DamonStatus("monitoring", {}, {}, modules_blocked={"damon_reclaim": True,
+                                                                   "damon_stat": False},
+                            events={"module_refused": 2})
+
+    fams = {f.name: f for f in emit(Snap())}  # type: ignore[arg-type]
+    refused = {s.labels["module"]: s.value for s in fams["numa_exporter_damon_module_blocked"]
+               .samples}
+    assert refused == {"damon_reclaim": 1, "damon_stat": 0}
+    events = {s.labels["event"]: s.value for s in fams["numa_exporter_damon_events"].samples
+              if s.name.endswith("_total")}
+    assert events["module_refused"] == 2 and events["target_exited"] == 0

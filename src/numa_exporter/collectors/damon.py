@@ -52,7 +52,8 @@ UNAVAILABLE = MetricSpec(
     "another DAMON user such as DAMON_RECLAIM), foreign (kdamonds the exporter does not own "
     "exist: left untouched), denied, not_root, run_dir (the run directory is a link, another "
     "user's or writable by others, or its state file is no small regular file), stalled "
-    "(the worker's last result is older than its bound: no hot memory joined), error.",
+    "(the worker's last result is older than its bound: no hot memory joined), yielded "
+    "(stopped while a kernel DAMON module is enabled), error.",
     ("reason",))
 
 EVENTS_TOTAL = MetricSpec(
@@ -62,10 +63,23 @@ EVENTS_TOTAL = MetricSpec(
     "else stopped an own kdamond while its process lived; started again), regions_refused "
     "(regions with values no process has: not a decimal of 0..2^64-1, end not above start, "
     "or cut at the highest user address, 2^56), hot_bytes_clamped (hot bytes above the "
-    "process's resident bytes, cut to them).", ("event",),
+    "process's resident bytes, cut to them), module_refused (a kernel DAMON module was "
+    "enabled while an exporter kdamond ran: refused; once per episode), yielded (the "
+    "exporter's kdamonds stopped for a module, --collector.damon.yield-to-modules).",
+    ("event",),
     bounds=(("event", len(EVENTS)),))
 
-SPECS = (HOT_BYTES, HOT_STDERR, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE, EVENTS_TOTAL)
+MODULE_BLOCKED = MetricSpec(
+    "numa_exporter_damon_module_blocked", "gauge",
+    "1 while one of the kernel's DAMON modules present (damon_reclaim, damon_lru_sort, "
+    "damon_stat) is not running and an exporter kdamond runs: enabling the module fails "
+    "now (it starts its kdamond exclusively); 0 otherwise. A module enabled yet not running "
+    "is counted in numa_exporter_damon_events_total{event=\"module_refused\"}; "
+    "--collector.damon.yield-to-modules makes way for an enabled module.",
+    ("module",), bounds=(("module", 3),))
+
+SPECS = (HOT_BYTES, HOT_STDERR, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE, EVENTS_TOTAL,
+         MODULE_BLOCKED)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
@@ -73,7 +87,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     st = snap.damon
     if st is None:
         return
-    hb, he, hr, nh, ni, up, un, ev = (family(s) for s in SPECS)
+    hb, he, hr, nh, ni, up, un, ev, mr = (family(s) for s in SPECS)
     for p in snap.processes:
         if p.hot is None:
             continue
@@ -94,7 +108,9 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     events = st.events or {}
     for event in EVENTS:
         ev.add_metric([event], events.get(event, 0))
-    yield from (hb, he, hr, nh, ni, up, un, ev)
+    for module, blocked in sorted((st.modules_blocked or {}).items()):
+        mr.add_metric([module], 1 if blocked else 0)
+    yield from (hb, he, hr, nh, ni, up, un, ev, mr)
 
 
 COLLECTOR = CollectorDef(

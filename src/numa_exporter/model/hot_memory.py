@@ -42,15 +42,18 @@ class HotMemory:
 # what the hot-memory worker counts (numa_exporter_damon_events_total{event}): a watched
 # process that exited (replaced by the next in the same round); an own kdamond that
 # something else stopped, started again; regions refused for unsound values or cut at
-# TASK_SIZE_MAX; hot bytes cut to the process's resident bytes
-EVENTS = ("target_exited", "kdamond_restarted", "regions_refused", "hot_bytes_clamped")
+# TASK_SIZE_MAX; hot bytes cut to the process's resident bytes; a kernel DAMON module asked
+# to run while an exporter kdamond ran (one episode each); the exporter's kdamonds stopped
+# to make way for a module (--collector.damon.yield-to-modules)
+EVENTS = ("target_exited", "kdamond_restarted", "regions_refused", "hot_bytes_clamped",
+          "module_refused", "yielded")
 
 
 @dataclass(frozen=True, slots=True)
 class DamonStatus:
     """What the hot-memory worker last knew: ``state`` (``off``, ``monitoring``, or why
     DAMON cannot be used: ``absent``, ``busy``, ``foreign``, ``denied``, ``not_root``,
-    ``run_dir``, ``stalled``, ``error``), the hot memory of each watched process by pid
+    ``run_dir``, ``stalled``, ``yielded``, ``error``), the hot memory of each watched process by pid
     (vaddr), the host's hot and idle bytes by node (paddr), counts of unavailability by
     reason and of EVENTS, and when it was made."""
 
@@ -60,6 +63,9 @@ class DamonStatus:
     nodes: NodeHotMemory | None = None  # paddr mode: host-wide hot and idle bytes by node
     monotonic: float = 0.0  # when the worker made it (time.monotonic)
     events: dict[str, int] | None = None  # counted events: target_exited, ...
+    # the kernel's DAMON modules present: name -> blocked (not running while an exporter
+    # kdamond runs: enabling it fails now)
+    modules_blocked: dict[str, bool] | None = None
 
 
 def is_hot(nr_accesses: int, max_accesses: int, threshold: float) -> bool:

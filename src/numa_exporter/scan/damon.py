@@ -13,10 +13,11 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from numa_exporter.model.hot_memory import DamonStatus, HotMemory, NodeRange
+from numa_exporter.model.hot_memory import DamonStatus, HotMemory, NodeHotMemory, NodeRange
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.readers.hot_memory import QueryFn, node_hot_idle, place_hot_regions
 from numa_exporter.sources.damon import (
+    DamonModule,
     DamonSettings,
     DamonSysfs,
     DamonUnavailable,
@@ -49,8 +50,15 @@ class HotMemoryMonitor:
 
     def __init__(self, driver: DamonSysfs, query: Callable[[int], QueryFn] | None,
                  threshold: float, period_s: float = 1.0, is_root: bool = True,
-                 node_ranges: Callable[[], list[NodeRange]] = list) -> None:
+                 node_ranges: Callable[[], list[NodeRange]] = list,
+                 modules: Callable[[], list[DamonModule]] = list,
+                 yield_to_modules: bool = False) -> None:
         self.driver = driver
+        self.modules = modules  # the kernel's DAMON modules, read each round
+        self.yield_to_modules = yield_to_modules
+        self._refused: dict[str, bool] = {}  # module -> blocked by an exporter kdamond now
+        self._refused_now: set[str] = set()  # modules enabled but not running now
+        self._yielded = False
         self.node_ranges = node_ranges  # paddr: each node's physical ranges
         self._ranges: list[NodeRange] = []  # what the paddr kdamond monitors
         self.settings: DamonSettings = driver.settings
@@ -90,7 +98,7 @@ class HotMemoryMonitor:
             said = "stalled" in self._said
             self._said.add("stalled")
             st = DamonStatus("stalled", {}, dict(self._unavailable),
-                             events=dict(self._events))
+                             events=dict(self._events), modules_blocked=dict(self._refused))
         if not said:
             log.warning("damon: the hot-memory worker's last result is too old; hot memory "
                         "left out", age_seconds=round(age_s, 1), bound_seconds=self.max_age_s)
@@ -112,15 +120,22 @@ class HotMemoryMonitor:
             log.warning("damon: could not stop the exporter's kdamonds", error=str(exc))
 
     # --- worker thread --------------------------------------------------------------------
+    def _publish(self, state: str, hot: dict[int, HotMemory] | None = None,
+                 nodes: NodeHotMemory | None = None) -> None:
+        """Make the status the scan takes next (worker thread)."""
+        with self._lock:
+            self._status = DamonStatus(state, hot if hot is not None else {},
+                                       dict(self._unavailable), nodes,
+                                       monotonic=time.monotonic(), events=dict(self._events),
+                                       modules_blocked=dict(self._refused))
+
     def _unavailable_now(self, reason: str, detail: str) -> None:
         self._unavailable[reason] = self._unavailable.get(reason, 0) + 1
         if reason not in self._said:
             self._said.add(reason)
             log.warning("damon: hot memory unavailable; everything else keeps serving",
                         reason=reason, detail=detail)
-        with self._lock:
-            self._status = DamonStatus(reason, {}, dict(self._unavailable),
-                                       events=dict(self._events))
+        self._publish(reason)
 
     def _run(self) -> None:
         if not self.is_root:
@@ -134,15 +149,71 @@ class HotMemoryMonitor:
         return how long to wait before the next: the period, or RETRY_S after DAMON was
         unavailable (said once, counted)."""
         try:
+            mods = self._read_modules()
+            if self.yield_to_modules and any(m.enabled for m in mods):
+                self._make_way(mods)
+                return self.period_s
+            if self._yielded:
+                self._yielded = False
+                log.info("damon: no DAMON module asks to run any more; the exporter's "
+                         "kdamonds resume")
             if not self.driver.slots:
                 self.driver.claim()
             self.round()
+            self._check_modules(mods)
             return self.period_s
         except DamonUnavailable as exc:
             self._unavailable_now(exc.reason, str(exc))
         except Exception as exc:  # a bug here costs hot memory, never the daemon
             self._unavailable_now("error", f"{type(exc).__name__}: {exc}")
         return RETRY_S
+
+    def _read_modules(self) -> list[DamonModule]:
+        """Return the kernel's DAMON modules (none when they cannot be read)."""
+        try:
+            return self.modules()
+        except Exception as exc:  # reading them must never stop the worker
+            self._say_once("modules", "damon: the kernel's DAMON modules cannot be read",
+                           error=str(exc))
+            return []
+
+    def _check_modules(self, mods: Sequence[DamonModule]) -> None:
+        """Note, for each kernel DAMON module, whether an exporter kdamond blocks it: it is
+        not running while one of ours runs, so enabling it fails now (it starts its kdamond
+        exclusively). One that reads ``enabled`` Y yet does not run is a request refused:
+        said and counted once per episode. Published in the status."""
+        ours = bool(self.driver.pids)
+        blocked = {m.name: ours and m.running is not True for m in mods}
+        refused = {m.name for m in mods if blocked[m.name] and m.enabled}
+        for name in sorted(refused - self._refused_now):
+            self._count("module_refused")
+            log.warning("damon: a kernel DAMON module is enabled but cannot run while the "
+                        "exporter's kdamonds run (--collector.damon.yield-to-modules makes "
+                        "way)", module=name)
+        self._refused_now = refused
+        self._refused = blocked
+        with self._lock:
+            self._status = replace(self._status, modules_blocked=dict(blocked),
+                                   events=dict(self._events))
+
+    def _make_way(self, mods: Sequence[DamonModule]) -> None:
+        """Stop the exporter's kdamonds while a kernel DAMON module asks to run
+        (--collector.damon.yield-to-modules): said and counted once per episode; DAMON
+        reads as ``yielded`` (damon_up 0) until no module asks any more."""
+        wanting = sorted(m.name for m in mods if m.enabled)
+        if not self._yielded:
+            self._yielded = True
+            self._count("yielded")
+            log.warning("damon: a kernel DAMON module asks to run; the exporter's kdamonds "
+                        "stop to make way (--collector.damon.yield-to-modules)",
+                        modules=wanting)
+        if self.driver.slots:
+            self.driver.release()
+        self._assigned.clear()
+        self._ranges = []
+        self._refused, self._refused_now = {m.name: False for m in mods}, set()
+        self._unavailable["yielded"] = self._unavailable.get("yielded", 0) + 1
+        self._publish("yielded")
 
     def round(self) -> None:
         """Point the kdamonds at the wanted processes and read the hot memory of each
@@ -163,10 +234,7 @@ class HotMemoryMonitor:
             h = self._serve(slot, wanted)
             if h is not None:
                 hot[h.pid] = h
-        with self._lock:
-            self._status = DamonStatus("monitoring", hot, dict(self._unavailable),
-                                       monotonic=time.monotonic(),
-                                       events=dict(self._events))
+        self._publish("monitoring", hot)
 
     def _count(self, event: str) -> None:
         with self._lock:
@@ -274,9 +342,7 @@ class HotMemoryMonitor:
             regions = self.driver.regions(slot)
         nodes = node_hot_idle(regions, self._ranges, self.settings.max_accesses,
                               self.threshold, time.monotonic())
-        with self._lock:
-            self._status = DamonStatus("monitoring", {}, dict(self._unavailable), nodes,
-                                       monotonic=time.monotonic(), events=dict(self._events))
+        self._publish("monitoring", nodes=nodes)
 
 
 def join_hot(monitor: HotMemoryMonitor, samples: list[ProcessSample]

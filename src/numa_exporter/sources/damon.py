@@ -641,6 +641,51 @@ class DamonSysfs:
         return RegionRead(out, refused)
 
 
+# the kernel's own DAMON modules: each starts its kdamond exclusively (mm/damon/core.c
+# damon_start(..., exclusive=true)), so none can start while another kdamond runs, and an
+# ``enabled`` write then fails (measured on 6.12: EIO for damon_reclaim)
+DAMON_MODULES = ("damon_reclaim", "damon_lru_sort", "damon_stat")
+
+
+@dataclass(frozen=True, slots=True)
+class DamonModule:
+    """One of the kernel's DAMON modules (``/sys/module/<name>/parameters``): whether it
+    is asked to run (``enabled`` Y) and its kdamond's pid (``kdamond_pid``: -1 when not
+    running; None where the module has no such parameter, as damon_stat)."""
+
+    name: str
+    enabled: bool
+    kdamond_pid: int | None
+
+    @property
+    def running(self) -> bool | None:
+        """Return whether its kdamond runs (None: the module does not say)."""
+        return None if self.kdamond_pid is None else self.kdamond_pid > 0
+
+
+def damon_modules(sysfs: Path) -> list[DamonModule]:
+    """Return the DAMON modules the kernel has (built in or loaded), read from
+    ``module/<name>/parameters`` under ``sysfs``; a module whose ``enabled`` cannot be read
+    or says neither Y nor N is left out."""
+    out = []
+    for name in DAMON_MODULES:
+        params = sysfs / "module" / name / "parameters"
+        try:
+            enabled = read_small(params / "enabled", "damon").strip()
+        except SourceError:
+            continue
+        if enabled not in (b"Y", b"N"):
+            continue
+        pid: int | None = None
+        try:
+            raw = read_small(params / "kdamond_pid", "damon").strip()
+            pid = int(raw) if raw.lstrip(b"-").isdigit() and len(raw) < 12 else None
+        except SourceError:
+            pid = None
+        out.append(DamonModule(name, enabled == b"Y", pid))
+    return out
+
+
 def boot_id(procfs: Path) -> str:
     """Return the kernel's boot id (``/proc/sys/kernel/random/boot_id``), "" if unreadable."""
     try:
