@@ -30,7 +30,7 @@ from numa_exporter.sources.errors import SourceError
 log = structlog.get_logger()
 RETRY_S = 300.0  # a DAMON that was busy, foreign or absent is tried again this often
 SPARE_CANDIDATES = 4  # processes named beyond one per kdamond: the next when one exits
-MAX_AGE_ROUNDS = 10  # hot memory older than this many periods (at least 10 s) is not joined
+MAX_AGE_ROUNDS = 10  # hot memory older than this many rounds (at least 10 s) is not joined
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +74,9 @@ class HotMemoryMonitor:
         self._assigned: dict[int, Watched] = {}  # slot -> process
         self._gone: set[Watched] = set()  # wanted processes found exited
         self._events: dict[str, int] = {}  # counted events (target_exited, ...)
-        self.max_age_s = max(10.0, MAX_AGE_ROUNDS * period_s)
+        # a round waits about one aggregation interval per kdamond in the kernel
+        self.max_age_s = max(10.0, MAX_AGE_ROUNDS * (
+            period_s + self.settings.slots * self.settings.aggr_us / 1e6))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
