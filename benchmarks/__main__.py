@@ -1,11 +1,12 @@
-"""``python -m benchmarks [daemon|interference|sampled|guest|damon-guest|kubelet-churn|policy]``:
-see benchmarks/README.md."""
+"""``python -m benchmarks [daemon|interference|sampled|guest|damon-guest|damon-regions|
+kubelet-churn|policy]``: see benchmarks/README.md."""
 
 import sys
 
 from benchmarks import (
     daemon,
     damon_guest,
+    damon_regions,
     guest,
     interference,
     kubelet_churn,
@@ -16,6 +17,7 @@ from benchmarks import (
 
 COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main,
             "guest": guest.main, "damon-guest": damon_guest.main,
+            "damon-regions": damon_regions.main,
             "kubelet-churn": kubelet_churn.main,
             "policy": policy_read.main}
 

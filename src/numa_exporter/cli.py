@@ -304,6 +304,11 @@ def _add_damon(a: Callable[..., object]) -> None:
       help="vaddr: hot memory of the largest watched processes; paddr: the host's hot and "
            "idle bytes per node (for kernels with DAMON_PADDR but not DAMON_VADDR); auto: "
            "vaddr where the kernel has it, else paddr (default auto)")
+    a("--collector.damon.yield-to-modules", dest="damon_yield_to_modules",
+      action=argparse.BooleanOptionalAction, default=False,
+      help="stop the exporter's kdamonds while one of the kernel's DAMON modules "
+           "(damon_reclaim, damon_lru_sort, damon_stat) is enabled, and resume when none is: "
+           "a module cannot start while they run (default off: the refusal is reported)")
     a("--collector.damon.hot-threshold", dest="damon_hot_threshold", metavar="FRACTION",
       type=_fraction, default=0.05,
       help="a region is hot when accessed in at least this fraction of an aggregation "
@@ -404,6 +409,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         damon_processes=max(ns.damon_processes, 1),
         damon_hot_threshold=ns.damon_hot_threshold,
         damon_mode=ns.damon_mode,
+        damon_yield_to_modules=ns.damon_yield_to_modules,
     ), web
 
 

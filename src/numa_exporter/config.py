@@ -74,6 +74,7 @@ class Config:
     damon_processes: int = 1
     damon_hot_threshold: float = 0.05
     damon_mode: str = "auto"  # auto, vaddr (per process) or paddr (per node, host-wide)
+    damon_yield_to_modules: bool = False  # stop its kdamonds while a DAMON module is enabled
 
     def accelerator_memory(self) -> dict[str, frozenset[int]]:
         """Return PCI address -> memory nodes declared by the accelerator pins."""
