@@ -200,7 +200,8 @@ def _add_scan_flags(a: Callable[..., object]) -> None:
       default=1 << 30,
       help="serve the full per-process breakdown (bytes per node and kind, threads per "
            "node, read costs, tiers) only for processes with at least this many placed "
-           "bytes; smaller ones get totals, ratios, bindings and drift (the series budget); "
+           "bytes (kept until below 90%% of it for 10 scans in a row); smaller ones get "
+           "totals, ratios, bindings and drift (the series budget); "
            "0 = every process in full (default 1GiB, the process alerts' floor)")
     a("--process.include", dest="include", metavar="REGEX", type=_regex, default=None,
       help="only scan processes whose comm or cmdline matches this RE2 regex")

@@ -1,10 +1,11 @@
 """The series budget: how much of each per-process family a process gets.
 
-A process whose placed bytes (local + remote) are below ``--process.detail-above`` is served
-at the summary level: the samples of its families declared ``level="full"`` (per-node,
-per-kind and per-reader breakdowns, read costs) are left out, and so are its samples of
-value 0 in families declared ``drop_zero="summary"``. Samples of value 0 in families
-declared ``drop_zero="always"`` are left out for every process. What is left is what the
+A process the scan did not give full detail (``model/detail_level.py``: placed bytes below
+``--process.detail-above``, with hysteresis) is served at the summary level: the samples of
+its families declared ``level="full"`` (per-node, per-kind and per-reader breakdowns, read
+costs) are left out, and so are its samples of value 0 in families declared
+``drop_zero="summary"``. Samples of value 0 in families declared ``drop_zero="always"``
+are left out for every process. What is left is what the
 shipped alerts and dashboard need per process (docs/series-budget.md). The rule is the
 specs' (``MetricSpec.level``, ``.drop_zero``), so a family added later is trimmed by what
 it declares, with no change here.
@@ -16,18 +17,22 @@ from collections.abc import Iterable, Mapping
 
 from prometheus_client.core import Metric
 
+from numa_exporter.model.detail_level import DetailRule, assign
 from numa_exporter.model.snapshot import Snapshot
 
 from .spec import MetricSpec
 
 
-def summary_pids(snap: Snapshot, detail_above: int) -> frozenset[str]:
+def summary_pids(snap: Snapshot, rule: DetailRule) -> frozenset[str]:
     """Return the pids (as label values) of the processes served at the summary level:
-    those whose placed bytes are below ``detail_above`` (none when it is 0)."""
-    if detail_above <= 0:
-        return frozenset()
-    return frozenset(str(p.pid) for p in snap.processes
-                     if p.locality.local_bytes + p.locality.remote_bytes < detail_above)
+    those the scan did not give full detail (``Snapshot.full_detail``, decided with
+    hysteresis), or for a snapshot that does not say, those ``rule`` leaves out this once."""
+    full = snap.full_detail
+    if full is None:
+        placed = {p.pid: p.locality.local_bytes + p.locality.remote_bytes
+                  for p in snap.processes}
+        full = assign(rule, placed, lambda _pid: None)
+    return frozenset(str(p.pid) for p in snap.processes if p.pid not in full)
 
 
 def specs_by_family(specs: Iterable[MetricSpec]) -> dict[str, MetricSpec]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 from numa_exporter.model.cadence import ReadCosts
 from numa_exporter.model.counters import ThreadSum
+from numa_exporter.model.detail_level import DetailTrack
 from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.policies import PolicyView
 from numa_exporter.model.sample_memory import SampleMemory
@@ -69,6 +70,8 @@ class ProcessState:
     sampled: SampleMemory | None = None
     # bytes of weighted-interleave mappings by (policy nodes, node), from the last full read
     weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
+    # its detail level across scans (the scanner advances it once a scan it is served)
+    detail: DetailTrack = field(default_factory=DetailTrack)
 
     def program_start(self, start_time: float, now: float) -> float:
         """Return when the program now running started (steady seconds): the process's
@@ -104,6 +107,11 @@ class ProcessTable:
         """Return the state of ``key`` if there is one (none after an exec())."""
         st = self._by_pid.get(key.pid)
         return st if st is not None and st.key == key and not execd(st.key, key) else None
+
+    def by_pid(self, pid: int) -> ProcessState | None:
+        """Return the state held for ``pid`` (the process the last read or keep served),
+        or None."""
+        return self._by_pid.get(pid)
 
     def retain(self, listed: frozenset[int]) -> None:
         """Drop the state of every process whose pid is no longer listed."""
