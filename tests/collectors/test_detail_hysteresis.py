@@ -56,8 +56,9 @@ def _place(root: Path, mib: int, scan: int) -> None:
 
 def _levels(root: Path, sizes: Iterable[int], detail_above: int = GiB) -> list[bool]:
     """Return, scan after scan with process 300 at each of ``sizes`` MiB, whether a scrape
-    shows it at full detail."""
-    cfg = fixture_config(root, detail_above=detail_above)
+    shows it at full detail (by size alone: the root's 9 processes would all be among the
+    ``--process.detail-top`` largest)."""
+    cfg = fixture_config(root, detail_above=detail_above, detail_top=0)
     scanner = Scanner(cfg)
     out = []
     for i, mib in enumerate(sizes):

@@ -50,8 +50,9 @@ class DetailRule:
 
 
 def rule_of(config: Config) -> DetailRule:
-    """Return the rule ``config``'s flags make (``--process.detail-above``)."""
-    return DetailRule(config.detail_above)
+    """Return the rule ``config``'s flags make (``--process.detail-above``,
+    ``--process.detail-top``)."""
+    return DetailRule(config.detail_above, config.detail_top)
 
 
 @dataclass(slots=True)
