@@ -26,8 +26,8 @@ make its own environment unreadable (unmap it, or ``prctl(PR_SET_MM_ENV_*)`` wit
 CAP_SYS_RESOURCE); that looks like one exec and then unknown: it can at most reset its own
 state once, as it could by exec'ing. The held descriptor keeps the old ``mm_struct``
 allocated (not its pages) until the next look closes it. Each look is one ``pread`` of one
-byte: the kernel takes the process's mmap lock for reading to copy it (a few microseconds;
-a page of environment swapped out is read back in).
+byte: the kernel takes the process's mmap lock for reading to copy it (a page of
+environment swapped out is read back in); its cost per scan is in docs/architecture.md.
 
 On a fixture root the file is a regular file: emptied in place it reads 0 bytes, as the
 kernel's does after an exec; absent, the generation is unknown.
