@@ -200,8 +200,14 @@ def _add_scan_flags(a: Callable[..., object]) -> None:
       default=1 << 30,
       help="serve the full per-process breakdown (bytes per node and kind, threads per "
            "node, read costs, tiers) only for processes with at least this many placed "
-           "bytes; smaller ones get totals, ratios, bindings and drift (the series budget); "
+           "bytes (kept until below 90%% of it for 10 scans in a row); smaller ones get "
+           "totals, ratios, bindings and drift (the series budget); "
            "0 = every process in full (default 1GiB, the process alerts' floor)")
+    a("--process.detail-top", dest="detail_top", metavar="N", type=_count, default=10,
+      help="serve the full per-process breakdown to the N largest processes (placed bytes) "
+           "too, whatever their size (kept until ranked past 1.5 N for 10 scans in a row); "
+           "every other process still gets its bytes per node (without kinds); "
+           "0 = none (default 10)")
     a("--process.include", dest="include", metavar="REGEX", type=_regex, default=None,
       help="only scan processes whose comm or cmdline matches this RE2 regex")
     a("--process.exclude", dest="exclude", metavar="REGEX", type=_regex, default=None,
@@ -381,6 +387,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         min_resident=ns.min_resident,
         top=ns.top,
         detail_above=ns.detail_above,
+        detail_top=ns.detail_top,
         include=ns.include,
         exclude=ns.exclude,
         collectors=frozenset(c for c in COLLECTORS if getattr(ns, f"collector_{c}")),

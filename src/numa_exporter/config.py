@@ -44,6 +44,7 @@ class Config:
     min_resident: int = 64 << 20
     top: int = 200
     detail_above: int = 1 << 30  # placed bytes from which a process gets full detail; 0: all
+    detail_top: int = 10  # the largest processes (placed bytes) in full whatever their size
     include: Pattern | None = None
     exclude: Pattern | None = None
     collectors: frozenset[str] | None = None  # enabled collectors; None: all of them

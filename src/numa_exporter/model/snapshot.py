@@ -192,3 +192,6 @@ class Snapshot:
     kubernetes: KubernetesView = field(default_factory=KubernetesView)
     stats: ExporterStats = field(default_factory=ExporterStats)
     damon: DamonStatus | None = None  # None: --collector.damon off
+    # pids of the processes at full detail, decided by the scan with hysteresis
+    # (model/detail_level.py); None: not decided (collectors/detail.py decides by size)
+    full_detail: frozenset[int] | None = None

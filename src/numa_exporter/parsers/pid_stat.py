@@ -50,7 +50,9 @@ class PidStat:
 #: (the stack always, the code of a PIE); without it, another program's code ends
 #: elsewhere. No other user moves them (only ``prctl(PR_SET_MM)`` with CAP_SYS_RESOURCE, on
 #: the caller itself, which CRIU uses). Not arg_start..env_end (48-51): privileged programs
-#: move those to rename themselves (systemd's ``rename_process``), which is no exec.
+#: move those to rename themselves (systemd's ``rename_process``), which is no exec. Without
+#: randomisation an exec of the same binary with the same arguments keeps all three: the
+#: address space generation (``sources/exec_probe.py``) tells that exec; this is its fallback.
 _IMAGE_FIELDS = (26, 27, 28)
 
 

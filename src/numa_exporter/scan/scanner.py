@@ -18,6 +18,7 @@ import structlog
 from numa_exporter.config import Config
 from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts
 from numa_exporter.model.clock import ScanTime, SteadyClock
+from numa_exporter.model.detail_level import DetailTrack, assign, rule_of
 from numa_exporter.model.drift import WarmupRule
 from numa_exporter.model.kubernetes import KubernetesView
 from numa_exporter.model.policies import policies_due
@@ -418,12 +419,24 @@ class Scanner:
                  skipped=states[Outcome.SKIPPED], denied=states[Outcome.DENIED],
                  gone=states[Outcome.GONE],
                  pending=len(pending), seconds=round(duration, 4), **fields)
+        full = self._detail(samples) if cfg.enabled("process") else None
         damon = None
         if self.hot is not None:
             samples, damon = join_hot(self.hot, samples)
         return Snapshot(system=system, processes=tuple(samples), stats=stats,
                         accelerators=self.accel.exported(), cgroups=cgroups,
-                        kubernetes=view, damon=damon)
+                        kubernetes=view, damon=damon, full_detail=full)
+
+    def _detail(self, samples: list[ProcessSample]) -> frozenset[int]:
+        """Return the pids of the served processes at full detail this scan, each one's
+        level advanced in its state (hysteresis: ``model/detail_level.py``)."""
+        placed = {p.pid: p.locality.local_bytes + p.locality.remote_bytes for p in samples}
+
+        def track(pid: int) -> DetailTrack | None:
+            st = self.table.by_pid(pid)
+            return st.detail if st is not None else None
+
+        return assign(rule_of(self.config), placed, track)
 
     def _once_notes(self, system: SystemSample, states: Outcomes, served: int) -> None:
         """Log, once each, the conditions that make every value look the same."""
