@@ -1,5 +1,5 @@
 """``python -m benchmarks [daemon|interference|sampled|guest|damon-guest|damon-regions|
-kubelet-churn|policy]``: see benchmarks/README.md."""
+kubelet-churn|dra|policy]``: see benchmarks/README.md."""
 
 import sys
 
@@ -7,6 +7,7 @@ from benchmarks import (
     daemon,
     damon_guest,
     damon_regions,
+    dra,
     guest,
     interference,
     kubelet_churn,
@@ -18,7 +19,7 @@ from benchmarks import (
 COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main,
             "guest": guest.main, "damon-guest": damon_guest.main,
             "damon-regions": damon_regions.main,
-            "kubelet-churn": kubelet_churn.main,
+            "kubelet-churn": kubelet_churn.main, "dra": dra.main,
             "policy": policy_read.main}
 
 if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
