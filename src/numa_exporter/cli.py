@@ -132,8 +132,8 @@ def _add_shared(p: argparse.ArgumentParser, *, top: bool) -> None:
       help="sysfs mount point: NUMA nodes, cgroups, PCI devices (default /sys)")
     a("--path.rootfs", dest="rootfs", metavar="PATH", default=d("/"),
       help="where the host's root filesystem is visible, e.g. /host in a container; the "
-           "kubelet's checkpoints, /var/log/pods and the container runtimes' state are "
-           "read under it (default /)")
+           "kubelet's checkpoints, the CDI specs (/etc/cdi, /var/run/cdi), /var/log/pods "
+           "and the container runtimes' state are read under it (default /)")
     a("--kubelet.root-dir", dest="kubelet_root_dir", metavar="PATH",
       type=_host_path, default=d("/var/lib/kubelet"),
       help="the kubelet's --root-dir as a host path, read under --path.rootfs "
