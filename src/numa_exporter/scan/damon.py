@@ -132,7 +132,8 @@ class HotMemoryMonitor:
                                        modules_blocked=dict(self._refused))
 
     def _unavailable_now(self, reason: str, detail: str) -> None:
-        self._unavailable[reason] = self._unavailable.get(reason, 0) + 1
+        with self._lock:  # the scan thread counts "stalled" in the same map
+            self._unavailable[reason] = self._unavailable.get(reason, 0) + 1
         if reason not in self._said:
             self._said.add(reason)
             log.warning("damon: hot memory unavailable; everything else keeps serving",
@@ -214,7 +215,8 @@ class HotMemoryMonitor:
         self._assigned.clear()
         self._ranges = []
         self._refused, self._refused_now = {m.name: False for m in mods}, set()
-        self._unavailable["yielded"] = self._unavailable.get("yielded", 0) + 1
+        with self._lock:
+            self._unavailable["yielded"] = self._unavailable.get("yielded", 0) + 1
         self._publish("yielded")
 
     def round(self) -> None:
