@@ -319,7 +319,7 @@ def test_a_region_with_an_unsound_value_is_refused_and_counted(
     m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [0] * len(a), 0.05)
     m.driver.claim()
     kernel.set_regions(0, [bad, (0x100000, 0x100000 + MiB, 20, 0)])
-    m.want([Watched(1234, 10.0, 400 * MiB)])
+    m.want([Watched(1234, 10.0)])
     m.round()
     st = m.status()
     assert st.state == "monitoring"
