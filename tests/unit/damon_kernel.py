@@ -74,7 +74,8 @@ class FakeDamon:
         self.writes: list[tuple[str, str]] = []  # (path under admin, value) as stored
         # kdamond index -> what its stat scheme's next update_schemes_tried_regions writes
         self.regions: dict[int, list[tuple[int | str, ...]]] = {}
-        self.region_reads = 0
+        self.empty_updates = 0  # the next this many region updates write no region
+        self.updates = 0  # region updates served
 
     # --- what a test does from outside --------------------------------------------------
     @staticmethod
@@ -214,7 +215,12 @@ class FakeDamon:
             if old.is_dir():
                 shutil.rmtree(old)
         total = 0
-        for j, (start, end, acc, age) in enumerate(self.regions.get(i, [])):
+        regions = self.regions.get(i, [])
+        if self.empty_updates > 0:
+            self.empty_updates -= 1
+            regions = []
+        self.updates += 1
+        for j, (start, end, acc, age) in enumerate(regions):
             d = base / str(j)
             d.mkdir()
             for name, val in (("start", start), ("end", end), ("nr_accesses", acc),

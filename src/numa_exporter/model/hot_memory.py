@@ -84,19 +84,6 @@ def sample_addresses(start: int, end: int, pages: int, page_size: int = 4096) ->
     return [first + (i * n_pages // k) * page_size for i in range(k)]
 
 
-def split_by_node(size: int, statuses: Sequence[int]) -> dict[int, float]:
-    """Return ``size`` bytes split over nodes in proportion to the sampled pages' nodes
-    (move_pages statuses: a node id, or -errno for a page not present, which counts as
-    not resident)."""
-    if not statuses:
-        return {}
-    out: dict[int, float] = {}
-    for s in statuses:
-        if s >= 0:
-            out[s] = out.get(s, 0.0) + size / len(statuses)
-    return out
-
-
 def add_bytes(parts: Iterable[Mapping[int, float]]) -> dict[int, float]:
     """Return the node-wise sum of byte maps."""
     out: dict[int, float] = {}

@@ -226,7 +226,9 @@ class DamonSysfs:
     def claim(self) -> list[int]:
         """Return the slots this exporter owns: created now when nobody has any kdamond,
         recognised from the state file after a restart. Raises DamonUnavailable otherwise
-        (``absent``: no DAMON sysfs; ``foreign``: another user's kdamonds; ``busy``)."""
+        (``absent``: no DAMON sysfs; ``run_dir``: a run directory or state file others could
+        have written, checked before anything is written; ``foreign``: another user's
+        kdamonds, or a slot whose configuration is not the exporter's; ``busy``)."""
         if not self.kdamonds.is_dir():
             raise DamonUnavailable("absent", f"{self.admin}: no DAMON sysfs interface "
                                    "(CONFIG_DAMON_SYSFS off, or before 5.18)")
