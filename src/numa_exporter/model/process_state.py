@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from numa_exporter.model.cadence import ReadCosts
+from numa_exporter.model.change_evidence import ProcessCounters
 from numa_exporter.model.counters import ThreadSum
 from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.policies import PolicyView
 from numa_exporter.model.sample_memory import SampleMemory
 from numa_exporter.model.snapshot import ProcessSample
+from numa_exporter.model.stages import Placement
 from numa_exporter.model.threads import ThreadReading
 
 
@@ -69,6 +71,12 @@ class ProcessState:
     sampled: SampleMemory | None = None
     # bytes of weighted-interleave mappings by (policy nodes, node), from the last full read
     weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
+    # the change evidence at the last read (model/change_evidence.py); None: never read
+    counters: ProcessCounters | None = None
+    # the last placement read (served again while the evidence says nothing changed) and
+    # when it was read (monotonic seconds)
+    placed: Placement | None = None
+    placed_at: float = 0.0
 
     def program_start(self, start_time: float, now: float) -> float:
         """Return when the program now running started (steady seconds): the process's

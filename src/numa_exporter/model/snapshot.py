@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from numa_exporter.model.change_evidence import HostCounters
 from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.hot_memory import DamonStatus, HotMemory
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
@@ -138,6 +139,8 @@ class SystemSample:
     node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
     demotion_enabled: bool | None = None
     weighted_interleave: InterleaveWeights | None = None  # 6.9+; node or binding collector
+    # the host's counters of events that move pages (model/change_evidence.py); None: unread
+    change_counters: HostCounters | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +182,11 @@ class ExporterStats:
     scan_budget: float = 0.0
     # CPU seconds of the last scan by stage (system, select, processes, cgroups), in order
     stage_seconds: tuple[tuple[str, float], ...] = ()
+    # placement reads not made, by reason (unchanged: the change evidence kept the last
+    # read), real reads that verified a kept placement, and those that disagreed with it
+    placement_reads_skipped: dict[str, int] = field(default_factory=dict)
+    evidence_verifications: int = 0
+    evidence_disagreements: int = 0
 
 
 @dataclass(frozen=True, slots=True)

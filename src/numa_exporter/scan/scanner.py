@@ -56,6 +56,7 @@ from numa_exporter.readers.weighted_interleave import read_weighted_interleave
 from numa_exporter.scan.damon import HotMemoryMonitor, join_hot
 from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
+    VERIFY_PER_SCAN,
     PlacementReader,
     ProcessReader,
     SampledReader,
@@ -67,7 +68,12 @@ from numa_exporter.sources.deadline import Deadline, Expired
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.rootfs import RootFS
-from numa_exporter.sources.sysfs import MemoryTierSysFS, NodeSysFS, WeightedInterleaveSysFS
+from numa_exporter.sources.sysfs import (
+    KsmSysFS,
+    MemoryTierSysFS,
+    NodeSysFS,
+    WeightedInterleaveSysFS,
+)
 
 log = structlog.get_logger("numa_exporter.scan.scanner")
 
@@ -111,6 +117,7 @@ class Scanner:
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.memory_tiers = MemoryTierSysFS(config.roots.sysfs)
         self.weights = WeightedInterleaveSysFS(config.roots.sysfs)
+        self.ksm = KsmSysFS(config.roots.sysfs)
         self.system_tiers = SystemTiers()
         self.clock = clock
         self.wall = wall
@@ -164,6 +171,7 @@ class Scanner:
                 self.proc, self.nodes, self.topology, self.errors,
                 vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
                 balancing=cfg.enabled("balancing"),
+                ksm=self.ksm if cfg.enabled("process") else None,
             )
         except Exception as exc:  # a parser bug: serve the processes without system counters
             self.errors.bug("system", str(self.proc.root), exc)
@@ -374,6 +382,9 @@ class Scanner:
         listed: frozenset[int] | None = None
         self._begin_kubernetes(system)
         first, self.state.pending = self.state.pending, []  # this scan's leftovers go here
+        evidence = self.reader.evidence
+        evidence.left = VERIFY_PER_SCAN
+        before = (sum(evidence.skipped.values()), evidence.verified, evidence.disagreed)
         if cfg.enabled("process"):
             cands: list[Candidate] = []
             try:
@@ -407,6 +418,9 @@ class Scanner:
         fields: dict[str, object] = {f"cpu_{k}": round(v, 5) for k, v in stages.seconds()}
         if states[Outcome.DENIED]:
             fields["hint"] = DENIED_HINT
+        fields["placement_kept"] = sum(evidence.skipped.values()) - before[0]
+        fields["verified"] = evidence.verified - before[1]
+        fields["disagreed"] = evidence.disagreed - before[2]
         log.info("scan", processes=states[Outcome.SCANNED], kept=states[Outcome.KEPT],
                  skipped=states[Outcome.SKIPPED], denied=states[Outcome.DENIED],
                  gone=states[Outcome.GONE],
@@ -443,6 +457,9 @@ class Scanner:
             read_times=st.read_times.freeze(),
             scan_interval=self.config.scan_interval,
             scan_budget=self.config.scan_budget,
+            placement_reads_skipped=dict(self.reader.evidence.skipped),
+            evidence_verifications=self.reader.evidence.verified,
+            evidence_disagreements=self.reader.evidence.disagreed,
         )
 
 

@@ -236,3 +236,22 @@ def _is_pci_address(text: str) -> bool:
     hexdigits = "0123456789abcdefABCDEF"
     return (dot == "." and len(slot) == 2 and fn in tuple("01234567")
             and all(c in hexdigits for c in parts[0] + parts[1] + slot))
+
+
+#: KSM's files that change with each merge, unmerge or pass of ksmd (mm/ksm.c).
+KSM_FILES = ("run", "pages_shared", "pages_sharing", "full_scans")
+
+
+class KsmSysFS:
+    """KSM's counters (``/sys/kernel/mm/ksm``) of one sysfs root."""
+
+    def __init__(self, sysfs: Path) -> None:
+        self.root = sysfs / "kernel" / "mm" / "ksm"
+
+    def files(self) -> dict[str, bytes] | None:
+        """Return the bytes of each of :data:`KSM_FILES` by name; None where the folder is
+        absent (a kernel without KSM). Raises the SourceError of a read (a file missing from
+        a folder that exists is one)."""
+        if not self.root.is_dir():
+            return None
+        return {name: read_small(self.root / name, "ksm") for name in KSM_FILES}
