@@ -32,7 +32,7 @@ from numa_exporter.model.sampling import (
     make_stratum,
 )
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
-from numa_exporter.readers.sampled_memory import read_with_memory
+from numa_exporter.readers.sampled.memory import read_with_memory
 
 PAGE = 4096
 MiB = 1 << 20

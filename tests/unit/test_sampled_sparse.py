@@ -1,4 +1,4 @@
-"""Sparse strata narrowed to their present runs (readers/sampled_sparse.py, PAGEMAP_SCAN)."""
+"""Sparse strata narrowed to their present runs (readers/sampled/sparse.py, PAGEMAP_SCAN)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,15 @@ import pytest
 from numa_exporter.model.sampling import PlacementEstimate, StratumResult, make_stratum
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.readers import sampled_sparse
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
-from numa_exporter.readers.sampled_sparse import (
+from numa_exporter.readers.sampled import sparse as sampled_sparse
+from numa_exporter.readers.sampled.reader import (
+    SampledReader,
+    SampledRequest,
+    SampledSettings,
+    read_sampled,
+    sampling_available,
+)
+from numa_exporter.readers.sampled.sparse import (
     MIN_RANGE,
     is_sparse,
     narrow,
@@ -115,10 +121,10 @@ def test_without_pagemap_scan_the_strata_stay(monkeypatch: pytest.MonkeyPatch) -
             raise PagemapScanUnsupported("old kernel")
 
     monkeypatch.setattr(sampled_sparse, "PagemapScan", NoScan)
-    monkeypatch.setattr(sampled_sparse._Availability, "usable", None)
+    scans = sampled_sparse.ScanCache()
     strata = {Kind.ANON: make_stratum(Kind.ANON, [EMPTY], PAGE)}
-    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}) == (strata, {})
-    assert sampled_sparse._Availability.usable is False  # asked once, not every read
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, scans) == (strata, {})
+    assert scans.usable is False  # asked once, not every read
 
 
 CHILD = textwrap.dedent("""
@@ -157,9 +163,10 @@ def test_a_bounded_sample_places_a_sparse_reservation(
     rss = (st.rss_anon or 0) + (st.rss_file or 0) + (st.rss_shmem or 0)
     # 2,000 queries: drawn over 1 TiB, 1 in 4,096 is resident (the old reader placed
     # next to nothing and said so in unsampled_bytes)
-    blind = read_sampled(pf, st, rng=random.Random(1), max_queries=2000, narrow=False)
+    blind = read_sampled(pf, st, SampledRequest(rng=random.Random(1), max_queries=2000),
+                         SampledSettings(narrow=False))
     assert blind.unsampled_bytes > 0.8 * rss
-    est = read_sampled(pf, st, rng=random.Random(1), max_queries=2000)
+    est = read_sampled(pf, st, SampledRequest(rng=random.Random(1), max_queries=2000))
     assert est.total_bytes >= 0.9 * rss and est.unsampled_bytes < 0.1 * rss
     anon = next(x for x in est.strata if x.kind is Kind.ANON)
     assert anon.resident >= 0.9 * anon.queried  # drawn where the pages are
@@ -272,12 +279,12 @@ def test_two_gib_dense_in_a_huge_reservation_is_placed_in_every_read(
     child, size = reservation_child
     assert size >= 4 * TiB
     pf = ProcFS(Path("/proc")).process(child.pid)
-    scans = sampled_sparse.ScanCache()
+    reader = SampledReader()
     for seed in range(4):
         st = parse_pid_status(pf.status())
         rss = (st.rss_anon or 0) + (st.rss_file or 0) + (st.rss_shmem or 0)
         assert (st.rss_anon or 0) >= 2 * GiB
-        est = read_sampled(pf, st, rng=random.Random(seed), max_queries=2000, scans=scans)
+        est = reader.read(pf, st, SampledRequest(rng=random.Random(seed), max_queries=2000))
         assert est.total_bytes >= 0.9 * rss, (seed, est.total_bytes, est.unsampled_bytes)
 
 
@@ -316,12 +323,12 @@ def test_a_kernel_without_the_ioctl_answers_enotty_and_nothing_is_narrowed(
         raise OSError(errno.ENOTTY, "Inappropriate ioctl for device")
 
     monkeypatch.setattr(pagemap_scan.fcntl, "ioctl", enotty)
-    monkeypatch.setattr(sampled_sparse._Availability, "usable", None)
+    scans = sampled_sparse.ScanCache()
     strata = {Kind.ANON: make_stratum(Kind.ANON, [EMPTY], PAGE)}
     state: sampled_sparse.ScanState = {}
-    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
-    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
-    assert len(calls) == 1 and sampled_sparse._Availability.usable is False
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, scans, state) == (strata, {})
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, scans, state) == (strata, {})
+    assert len(calls) == 1 and scans.usable is False
 
 
 def test_the_scan_cache_is_bounded_in_runs_and_processes() -> None:

@@ -50,7 +50,7 @@ a baseline from before an unrelated migration).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from numa_exporter.model.sample_memory import host_migrated_pages
@@ -140,10 +140,12 @@ class ProcessCounters:
 
 @dataclass(frozen=True, slots=True)
 class Judgement:
-    """The verdict on one interval, and the pages the host migrated in it (None: unknown)."""
+    """The verdict on one interval, the pages the host migrated in it (None: unknown), and
+    whether the process itself took no fault and kept its sizes (:func:`process_quiet`)."""
 
     verdict: Verdict
     migrated_pages: int | None
+    quiet_process: bool = False
 
     @property
     def unchanged(self) -> bool:
@@ -161,6 +163,11 @@ def _delta(before: int | None, now: int | None) -> int | None:
 def judge(before: ProcessCounters | None, now: ProcessCounters) -> Judgement:
     """Return the verdict on the interval from the counters of the last read (``before``;
     None: never read) to ``now`` (see the module for the rule)."""
+    return replace(_verdict(before, now), quiet_process=process_quiet(before, now))
+
+
+def _verdict(before: ProcessCounters | None, now: ProcessCounters) -> Judgement:
+    """Return :func:`judge`'s verdict and migrated pages."""
     migrated = (_delta(before.host.migrated, now.host.migrated)
                 if before is not None else None)
     if before is None or not before.known or not now.known:
@@ -177,6 +184,14 @@ def judge(before: ProcessCounters | None, now: ProcessCounters) -> Judgement:
     if quiet_host and now.faults == before.faults and now.sizes == before.sizes:
         return Judgement(Verdict.UNCHANGED, 0)
     return Judgement(Verdict.REFAULT_ONLY, 0)
+
+
+def process_quiet(before: ProcessCounters | None, now: ProcessCounters) -> bool:
+    """Return whether the process itself took no fault and kept every resident size since
+    ``before`` (False where either side is unknown)."""
+    return (before is not None and before.faults is not None and now.faults is not None
+            and before.faults == now.faults and before.sizes == now.sizes
+            and all(v is not None for v in now.sizes))
 
 
 def movement_allowance(j: Judgement, page_size: int) -> int:

@@ -273,7 +273,9 @@ def combine(est: PlacementEstimate, carried: Mapping[Kind, Mapping[int, float]],
             reads: int = CARRY_READS) -> tuple[PlacementEstimate, dict[Kind, dict[int, float]]]:
     """Return the estimate with each sampled stratum's fresh node counts added to what it
     carried (at most ``reads`` times the fresh resident samples; more fades out in
-    proportion), and the counts to carry next. Census strata are exact: nothing added."""
+    proportion), and the counts to carry next. Census strata are exact: nothing added. A
+    carried count below 0 (none is made here; hostile arithmetic is not trusted) counts as
+    0, so counts never cancel a fresh sample's bytes away."""
     out_bytes = dict(est.bytes)
     results: list[StratumResult] = []
     keep: dict[Kind, dict[int, float]] = {}
@@ -283,7 +285,8 @@ def combine(est: PlacementEstimate, carried: Mapping[Kind, Mapping[int, float]],
             continue
         counts: dict[int, float] = {n: float(c) for n, c in s.node_counts}
         for n, c in carried.get(s.kind, {}).items():
-            counts[n] = counts.get(n, 0.0) + c
+            if c > 0 and math.isfinite(c):
+                counts[n] = counts.get(n, 0.0) + c
         whole = sum(counts.values())
         limit = (reads + 1) * s.resident
         if whole > limit:

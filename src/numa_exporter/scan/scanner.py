@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from numa_exporter.config import Config
-from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts
+from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts, Reason
 from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.drift import WarmupRule
 from numa_exporter.model.kubernetes import KubernetesView
@@ -287,7 +287,7 @@ class Scanner:
                            cand.resident, self.config.policy_interval)
         p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident, sampling=sampling,
                        policies_due=due)
-        if p.reason == "hold" and self._probed(cand, now, deadline):
+        if p.reason == Reason.HOLD and self._probed(cand, now, deadline):
             costs = self.table.get(cand.key).costs
             p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident,
                            sampling=sampling, policies_due=due)
@@ -411,6 +411,8 @@ class Scanner:
         if listed is not None:
             self.table.retain(listed)
             self.proc.retain(listed)
+        if self.reader.sampled is not None:  # its kept state goes with the table's
+            self.reader.sampled.retain(st.key for st in self.table)
         self.state.scans += 1
         self._once_notes(system, states, len(samples))
         duration = self.clock() - t0

@@ -20,7 +20,7 @@ as they are.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -55,7 +55,7 @@ MAX_CALLS = int(HOLD_BUDGET_S / CALL_HOLD_S)
 MAX_RANGES = 16_384
 #: Present runs kept per scanned range (beyond, joined across their smallest gaps), ranges
 #: scanned per process (beyond, a range stays virtual) and runs kept in all (the processes
-#: scanned longest ago go first): bounds what :data:`SCANS` holds (~120 bytes a run).
+#: scanned longest ago go first): bounds what a :class:`ScanCache` holds (~120 bytes a run).
 MAX_RUNS = 1 << 16
 MAX_SCANNED_RANGES = 32
 MAX_KEPT_RUNS = 1 << 18
@@ -93,22 +93,34 @@ ScanState = dict[tuple[int, int], RangeScan]
 
 
 class ScanCache:
-    """The :class:`ScanState` of each pid, kept between reads: a range is scanned on where
+    """The :class:`ScanState` of each process (keyed by its identity, see
+    ``readers/sampled/reader.py``), kept between reads: a range is scanned on where
     the last read stopped, and its runs are reused while the range (its start and end in
-    ``maps``) is unchanged. Bounded: :data:`MAX_PROCESSES` pids, :data:`MAX_KEPT_RUNS`
-    runs in all, :data:`MAX_RUNS` a range, :data:`MAX_SCANNED_RANGES` ranges a pid."""
+    ``maps``) is unchanged. ``usable`` says whether PAGEMAP_SCAN worked here (None: not tried
+    yet; a kernel without it is asked once, not every read). Bounded: :data:`MAX_PROCESSES`
+    processes, :data:`MAX_KEPT_RUNS`
+    runs in all, :data:`MAX_RUNS` a range, :data:`MAX_SCANNED_RANGES` ranges a process."""
 
     def __init__(self, max_entries: int = MAX_PROCESSES, max_runs: int = MAX_KEPT_RUNS
                  ) -> None:
         self.max_entries = max_entries
         self.max_runs = max_runs
-        self._states: dict[int, ScanState] = {}
+        self.usable: bool | None = None
+        self._states: dict[Hashable, ScanState] = {}
 
-    def state(self, pid: int) -> ScanState:
-        """Return the scan state of ``pid`` (a new, empty one the first time), the newest;
-        the oldest others go while more than ``max_entries`` pids or ``max_runs`` runs
-        are kept."""
-        got = self._states.pop(pid, None)
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def retain(self, keys: frozenset[Hashable]) -> None:
+        """Forget the scans of every process whose key is not in ``keys``."""
+        for key in [k for k in self._states if k not in keys]:
+            del self._states[key]
+
+    def state(self, key: Hashable) -> ScanState:
+        """Return the scan state of process ``key`` (a new, empty one the first time), the
+        newest; the oldest others go while more than ``max_entries`` processes or
+        ``max_runs`` runs are kept."""
+        got = self._states.pop(key, None)
         if self.max_entries <= 0:
             return {}
         got = {} if got is None else got
@@ -117,7 +129,7 @@ class ScanCache:
                                 or runs + _runs(got) > self.max_runs):
             oldest = self._states.pop(next(iter(self._states)))
             runs -= _runs(oldest)
-        self._states[pid] = got
+        self._states[key] = got
         return got
 
     def runs(self) -> int:
@@ -128,9 +140,6 @@ class ScanCache:
 def _runs(state: ScanState) -> int:
     """Return the present runs ``state`` keeps."""
     return sum(len(r.runs) for r in state.values())
-
-
-SCANS = ScanCache()
 
 
 class Narrowed(NamedTuple):
@@ -297,33 +306,27 @@ def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
     return out, used, unscanned
 
 
-class _Availability:
-    """Whether PAGEMAP_SCAN worked here (None: not tried yet); a kernel without it is asked
-    once, not every read."""
-
-    usable: bool | None = None
-
-
 def narrowed(mm_dir: str, strata: dict[Kind, Stratum], totals: dict[Kind, int],
-             state: ScanState | None = None
+             scans: ScanCache, state: ScanState | None = None
              ) -> tuple[dict[Kind, Stratum], dict[Kind, Unscanned]]:
     """Return ``strata`` with the sparse ones narrowed to their present runs through the
-    ``pagemap`` of ``mm_dir`` (scanning on from ``state``, the process's kept scan), and
+    ``pagemap`` of ``mm_dir`` (scanning on from ``state``, the process's kept scan; whether
+    the kernel has PAGEMAP_SCAN is kept in ``scans``), and
     the unscanned bytes left out per kind; unchanged (and none left out) where none is
     sparse, PAGEMAP_SCAN is missing or the process cannot be scanned (the page queries
     then say Gone or Denied themselves)."""
-    if _Availability.usable is False or not any(
+    if scans.usable is False or not any(
             is_sparse(s, totals.get(k, 0)) for k, s in strata.items()):
         return strata, {}
     try:
         with PagemapScan(mm_dir) as scan:
             got, _, unscanned = narrow_strata(strata, totals, scan.present, state=state)
     except PagemapScanUnsupported:
-        _Availability.usable = False
+        scans.usable = False
         return strata, {}
     except SourceError:
         return strata, {}
-    _Availability.usable = True
+    scans.usable = True
     return got, unscanned
 
 
