@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.collectors.test_reader_choice import FakeSampled, GiB
 from tests.conftest import ROOTS, fixture_config
 from tests.unit.test_sample_memory import Process
 
@@ -24,7 +25,7 @@ from numa_exporter.model.change_evidence import (
     judge,
     movement_allowance,
 )
-from numa_exporter.model.sample_memory import SampleMemory
+from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.parsers.numa_maps import fold_nodes
 from numa_exporter.parsers.pid_stat import parse_pid_stat
@@ -268,3 +269,27 @@ def test_the_sampled_reader_counts_no_recycled_page_and_follows_it() -> None:
         got = fold_nodes(est.bytes)
         for n, b in proc.truth().items():
             assert abs(got.get(n, 0) - b) <= 5 * est.node_bytes_stderr() + PAGE
+
+
+def test_a_sampled_placement_is_kept_only_once_its_carried_counts_converged(
+        tmp_path: Path) -> None:
+    """An unchanged sampled process is still sampled while its carried counts can improve
+    the estimate (CARRY_READS reads in a row found nothing changed), then kept; any change
+    starts the count again (found in the 4-node guest: kept from its second read, a
+    256 MiB process's per-node error stayed at 3.3 % of its size instead of converging)."""
+    root = _root(tmp_path)
+    status = root / "proc/300/status"  # "splitter", made 4 GiB: sampled by its hold
+    text = re.sub(r"VmRSS:\s+\d+ kB", f"VmRSS:\t{4 * GiB // 1024} kB", status.read_text())
+    status.write_text(re.sub(r"RssAnon:\s+\d+ kB", f"RssAnon:\t{4 * GiB // 1024} kB", text))
+    fake = FakeSampled(4 * GiB)
+    scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
+                                     policy_interval=0.0, hold_budget=1e-6), sampled=fake)
+    for _ in range(CARRY_READS + 4):
+        scanner.scan()
+    assert fake.calls == CARRY_READS + 1  # the first read, then CARRY_READS unchanged ones
+    (root / "proc/vmstat").write_text(re.sub(
+        r"pgmigrate_success (\d+)", lambda m: f"pgmigrate_success {int(m[1]) + 1}",
+        (root / "proc/vmstat").read_text()))
+    scanner.scan()
+    scanner.scan()
+    assert fake.calls == CARRY_READS + 3  # read again, and counting again

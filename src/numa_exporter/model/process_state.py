@@ -77,6 +77,8 @@ class ProcessState:
     # when it was read (monotonic seconds)
     placed: Placement | None = None
     placed_at: float = 0.0
+    # sampled reads in a row that the change evidence found nothing changed before
+    quiet_sampled: int = 0
 
     def program_start(self, start_time: float, now: float) -> float:
         """Return when the program now running started (steady seconds): the process's

@@ -31,7 +31,7 @@ from numa_exporter.model.home import home_for, locality
 from numa_exporter.model.kubernetes import Assignment, kubelet_home, kubelet_mismatches
 from numa_exporter.model.policies import PolicyView, current, scaled
 from numa_exporter.model.process_state import ProcessKey, ProcessState, ProcessTable
-from numa_exporter.model.sample_memory import SampleMemory, host_migrated_pages
+from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory, host_migrated_pages
 from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample, SystemSample
 from numa_exporter.model.stages import (
     Homing,
@@ -342,16 +342,19 @@ class ProcessReader:
 
         Where the change evidence ``judged`` says nothing changed since the last read, that
         read is served again where it was made by the planned reader (not a read of memory
-        policies that are due; a new plan is read once by its reader), unless it is
+        policies that are due; a new plan is read once by its reader) and, for a sampled
+        one, after :data:`CARRY_READS` sampled reads in a row that found nothing changed
+        (its carried counts have converged as far as they go), unless it is
         :data:`VERIFY_AGE` old and a verification is left this scan: then it is read and
         compared (:meth:`verify`).
 
         Raises the read's SourceError (a denied read marks the process denied) or Expired.
         """
         verifying: Placement | None = None
-        method = plan.method if plan is not None else "full"
-        if (judged is not None and judged.unchanged and st.placed is not None
-                and st.placed.method == method
+        method = plan.method if plan is not None else Method.FULL
+        unchanged = judged is not None and judged.unchanged
+        if (unchanged and st.placed is not None and st.placed.method == method
+                and (method == Method.FULL or st.quiet_sampled >= CARRY_READS)
                 and (plan is None or plan.reason != "policy")):
             if mono - st.placed_at < VERIFY_AGE or self.evidence.left <= 0:
                 skipped = self.evidence.skipped
@@ -365,6 +368,7 @@ class ProcessReader:
             self.verify(cand, verifying, placed)
         st.placed = replace(placed, kept=True)  # served again, it is no new read
         st.placed_at = mono
+        st.quiet_sampled = st.quiet_sampled + 1 if unchanged and placed.estimate else 0
         return placed
 
     def verify(self, cand: Candidate, kept: Placement, read: Placement) -> None:
