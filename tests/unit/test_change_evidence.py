@@ -29,8 +29,11 @@ from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.parsers.numa_maps import fold_nodes
 from numa_exporter.parsers.pid_stat import parse_pid_stat
+from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.system import read_ksm
 from numa_exporter.scan.process import VERIFY_AGE, VERIFY_PER_SCAN
 from numa_exporter.scan.scanner import Scanner
+from numa_exporter.sources.sysfs import KsmSysFS
 
 MiB = 1 << 20
 PAGE = 4096
@@ -293,3 +296,21 @@ def test_a_sampled_placement_is_kept_only_once_its_carried_counts_converged(
     scanner.scan()
     scanner.scan()
     assert fake.calls == CARRY_READS + 3  # read again, and counting again
+
+
+def test_ksm_values_read_from_sysfs(tmp_path: Path) -> None:
+    errors = ErrorReporter()
+    ksm = KsmSysFS(tmp_path)
+    assert read_ksm(ksm, errors) == ()  # no KSM in this kernel: it merges nothing
+    d = tmp_path / "kernel/mm/ksm"
+    d.mkdir(parents=True)
+    (d / "run").write_text("0\n")
+    assert read_ksm(ksm, errors) == (0,)  # stopped: the counters are not read
+    (d / "run").write_text("1\n")
+    for name, v in (("pages_shared", 5), ("pages_sharing", 9), ("full_scans", 2)):
+        (d / name).write_text(f"{v}\n")
+    assert read_ksm(ksm, errors) == (1, 5, 9, 2)
+    (d / "full_scans").write_text("x\n")
+    assert read_ksm(ksm, errors) is None and errors.parse_errors.get("ksm") == 1
+    (d / "full_scans").unlink()
+    assert read_ksm(ksm, errors) is None and errors.read_errors

@@ -82,8 +82,9 @@ class HostCounters:
     shown). ``collapsed``, ``tiering``, ``swapped``: None where vmstat was not read; a
     counter the kernel does not have (no THP, no tiering) counts 0: the event cannot happen
     there, and demotion and promotion are migrations, in ``migrated`` too.
-    ``ksm``: KSM's ``run``, ``pages_shared``, ``pages_sharing`` and ``full_scans``; ``()``
-    on a kernel without KSM; None where a file could not be read.
+    ``ksm``: KSM's ``run``, ``pages_shared``, ``pages_sharing`` and ``full_scans``; ``(0,)``
+    while ksmd is stopped (nothing merges); ``()`` on a kernel without KSM; None where a
+    file could not be read.
     ``balancing``: the ``numa_balancing`` mode (None: unknown).
     """
 

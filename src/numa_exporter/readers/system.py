@@ -52,15 +52,21 @@ def _hugepages(nodes: NodeSysFS, node: int, errors: ErrorReporter) -> dict[int, 
 
 def read_ksm(ksm: KsmSysFS, errors: ErrorReporter) -> tuple[int, ...] | None:
     """Return KSM's ``run``, ``pages_shared``, ``pages_sharing`` and ``full_scans`` (``()``
-    on a kernel without KSM; None where a file is unreadable or malformed, reported)."""
+    on a kernel without KSM; ``(0,)`` while ksmd is stopped: nothing merges then, and an
+    unmerge is a fault of the process; None where a file is unreadable or malformed,
+    reported)."""
     try:
+        run = ksm.run()
+        if run is None:
+            return ()
+        state = parse_sysctl_int(run)
+        if state == 0:
+            return (0,)
         files = ksm.files()
     except SourceError as err:
         errors.read(err)
         return None
-    if files is None:
-        return ()
-    vals = tuple(parse_sysctl_int(files[name]) for name in KSM_FILES)
+    vals = (state, *(parse_sysctl_int(files[name]) for name in KSM_FILES[1:]))
     if any(v is None for v in vals):
         errors.parse("ksm", str(ksm.root))
         return None

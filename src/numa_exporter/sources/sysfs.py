@@ -248,10 +248,12 @@ class KsmSysFS:
     def __init__(self, sysfs: Path) -> None:
         self.root = sysfs / "kernel" / "mm" / "ksm"
 
-    def files(self) -> dict[str, bytes] | None:
-        """Return the bytes of each of :data:`KSM_FILES` by name; None where the folder is
-        absent (a kernel without KSM). Raises the SourceError of a read (a file missing from
-        a folder that exists is one)."""
-        if not self.root.is_dir():
-            return None
-        return {name: read_small(self.root / name, "ksm") for name in KSM_FILES}
+    def run(self) -> bytes | None:
+        """Return the bytes of ``run``; None where KSM is absent (a kernel without it).
+        Raises the SourceError of the read."""
+        return read_optional(self.root / "run", "ksm")
+
+    def files(self, names: tuple[str, ...] = KSM_FILES[1:]) -> dict[str, bytes]:
+        """Return the bytes of each named file of the folder. Raises the SourceError of a
+        read (a file missing from a folder that has ``run`` is one)."""
+        return {name: read_small(self.root / name, "ksm") for name in names}
