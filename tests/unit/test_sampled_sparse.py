@@ -343,3 +343,82 @@ def test_the_scan_cache_is_bounded_in_runs_and_processes() -> None:
     # asking for a kept one keeps it (the newest now) and what it holds
     assert list(cache.state(3)) == [(3, 4)]
     assert list(cache._states)[-1] == 3
+
+
+THIN_CHILD = textwrap.dedent("""
+    import mmap, os, sys
+    m = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)
+    for i in range(0, 2 << 30, 256 << 10):  # one page in 64, spread over 2 GiB
+        m[i] = 1
+    print("ready", flush=True)
+    os.read(0, 1)
+""")
+
+
+@pytest.fixture
+def thin_child() -> Iterator[subprocess.Popen[str]]:
+    ok, why = sampling_available(Path("/proc"))
+    if not ok:
+        pytest.skip(f"sampling unavailable here: {why}")
+    p = subprocess.Popen([sys.executable, "-c", THIN_CHILD], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    yield p
+    assert p.stdin is not None
+    p.stdin.close()
+    p.wait(timeout=30)
+
+
+def _anon_hits(reader: SampledReader, pid: int, reads: int) -> list[float]:
+    """Return, per read, the share of the anon stratum's queried pages that were resident
+    (the carried reads off: each read on its own)."""
+    pf = ProcFS(Path("/proc")).process(pid)
+    out = []
+    for seed in range(reads):
+        est = reader.read(pf, parse_pid_status(pf.status()),
+                          SampledRequest(rng=random.Random(seed), max_queries=3000))
+        anon = next(x for x in est.strata if x.kind is Kind.ANON)
+        out.append(anon.resident / max(anon.queried, 1))
+    return out
+
+
+def test_without_pagemap_scan_a_thin_mapping_is_narrowed_from_pagemap(
+        thin_child: subprocess.Popen[str]) -> None:
+    # Linux 6.1 (no PAGEMAP_SCAN): present pages spread thinly over 2 GiB were drawn
+    # uniformly, 1 in 64 resident, read after read. Read from the pagemap entries (1 GiB a
+    # read), the runs cover the mapping after two reads and the draws land on its pages.
+    blind = SampledReader(SampledSettings(pagemap_read=False))
+    blind.scans.usable = False
+    assert max(_anon_hits(blind, thin_child.pid, 3)) < 0.2
+    reader = SampledReader()
+    reader.scans.usable = False  # as on a kernel that answered ENOTTY
+    hits = _anon_hits(reader, thin_child.pid, 3)
+    assert hits[-1] > 0.8, hits
+    # nothing set aside: the part not read yet stayed in the stratum
+    pf = ProcFS(Path("/proc")).process(thin_child.pid)
+    st = parse_pid_status(pf.status())
+    est = SampledReader()
+    est.scans.usable = False
+    first = est.read(pf, st, SampledRequest(rng=random.Random(9), max_queries=3000))
+    assert first.unsampled_bytes < 0.05 * (st.rss_anon or 0)
+
+
+def test_pagemap_present_reads_runs_and_stops_at_its_bound() -> None:
+    class Entries:
+        """A pagemap of pages 10-11 and 40 present, from page 0."""
+
+        def __init__(self) -> None:
+            self.asked: list[tuple[int, int]] = []
+
+        def entries(self, first: int, pages: int) -> bytes:
+            self.asked.append((first, pages))
+            present = {10, 11, 40}
+            return b"".join(((1 << 63) if p in present else 0).to_bytes(8, "little")
+                            for p in range(first, first + min(pages, 32)))
+
+    pm = Entries()
+    present = sampled_sparse.pagemap_present(pm, PAGE)  # type: ignore[arg-type]
+    runs, end = present(0, 100 * PAGE, 1)
+    assert runs == [(10 * PAGE, 12 * PAGE)] and end == 32 * PAGE  # a short read: so far
+    runs, end = present(32 * PAGE, 100 * PAGE, 1)
+    assert runs == [(40 * PAGE, 41 * PAGE)] and end == 64 * PAGE

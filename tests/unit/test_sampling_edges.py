@@ -109,3 +109,18 @@ def test_a_variance_that_rounds_below_zero_is_zero() -> None:
     assert est.remote_ratio_stderr(frozenset({0})) == 0.0
     assert est.remote_ratio_stderr(frozenset({1})) == 0.0
     assert est.node_bytes_stderr() == 0.0
+
+
+def test_a_thin_stratum_carries_more_than_its_reads_few_samples() -> None:
+    # 20 resident samples a read (present pages spread thinly, no PAGEMAP_SCAN): sixteen
+    # reads' worth was all it could carry (340 samples), so its error stopped falling there
+    est = _estimate(_stratum(Kind.ANON, {0: 12, 1: 8}, 20, 1 << 30))
+    _, keep = combine(est, {Kind.ANON: {0: 600.0, 1: 400.0}})
+    assert sum(keep[Kind.ANON].values()) == 1020
+
+
+def test_a_read_that_finds_no_resident_page_keeps_what_was_carried() -> None:
+    empty = StratumResult(Kind.ANON, 1 << 20, 3000, 0, (), False, 0)
+    est = PlacementEstimate(strata=(empty,), unsampled_bytes=1 << 30)
+    _, keep = combine(est, {Kind.ANON: {0: 600.0, 1: 400.0}})
+    assert keep == {Kind.ANON: {0: 600.0, 1: 400.0}}

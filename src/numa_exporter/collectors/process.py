@@ -86,7 +86,8 @@ PLACEMENT = MetricSpec(
     "Always 1; the method label says how the process's placement was measured: full (every "
     "mapping of numa_maps) or sampled (estimated from a sample of its pages); the path label "
     "how its pages were found: full, move_pages (sampled over its mappings) or pagemap_scan "
-    "(sparse mappings narrowed to their present pages first, kernels 6.7 and later).",
+    "(sparse mappings narrowed to their present pages first, by PAGEMAP_SCAN from 6.7, by "
+    "reading pagemap before).",
     (*P, "method", "path"))
 SAMPLED_PAGES = MetricSpec(
     "numa_process_placement_sampled_pages", "gauge",

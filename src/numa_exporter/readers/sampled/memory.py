@@ -19,6 +19,10 @@ Per read, within the query budget the scan gives (``max_queries``):
    nothing moved, the mappings and resident bytes are the same, and the fresh sample is
    not at odds with them (a long migrate_pages call adds to the host's counter only when
    it ends; the fresh sample shows it while it runs).
+4. A kind that grew while its mappings of the last read all stand (``grown_part``): those
+   ranges are drawn as one stratum that keeps its counts for the bytes the last read
+   found, the new ranges as another, estimated fresh with a share of the budget, for the
+   bytes it grew by; what is carried next mixes the two (``mixed_counts``).
 """
 
 from __future__ import annotations
@@ -28,22 +32,31 @@ import random
 from collections.abc import Callable, Sequence
 
 from numa_exporter.model.sample_memory import (
+    MAX_GROWTH_RANGES,
     PANEL_FILL,
     PANEL_PAGES,
     PANEL_REFRESH,
     Followed,
+    Growth,
     Panel,
     SampleMemory,
     at_odds,
     combine,
     follow,
+    grown_part,
     kept_counts,
     migrated_since,
+    mixed_counts,
     moved_bytes,
     refill,
     shape_of,
 )
-from numa_exporter.model.sampling import PlacementEstimate, Stratum, draw_addresses
+from numa_exporter.model.sampling import (
+    PlacementEstimate,
+    Stratum,
+    draw_addresses,
+    make_stratum,
+)
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.sources.deadline import NEVER, Deadline
 
@@ -51,6 +64,10 @@ from numa_exporter.sources.deadline import NEVER, Deadline
 Query = Callable[[Sequence[int]], Sequence[int]]
 #: the fresh estimate, given the queries it may make (None: the default budget).
 Estimate = Callable[[int | None], PlacementEstimate]
+#: the fresh estimate of the given strata and resident bytes, with the queries it may make.
+EstimateOf = Callable[[dict[Kind, Stratum], dict[Kind, int], int | None], PlacementEstimate]
+#: Fewest queries the new part of a grown kind gets (one batch).
+MIN_GROWTH_QUERIES = 256
 
 
 def _trim(panel: dict[Kind, Panel], allowance: int) -> dict[Kind, Panel]:
@@ -107,11 +124,59 @@ def top_up(panel: dict[Kind, Panel], strata: dict[Kind, Stratum], totals: dict[K
     return out, len(addrs)
 
 
+def _growths(memory: SampleMemory, frame: dict[Kind, Stratum],
+             strata: dict[Kind, Stratum], totals: dict[Kind, int],
+             unsure: Callable[[Kind], bool]) -> dict[Kind, Growth]:
+    """Return the kinds that grew with their earlier mappings standing (``grown_part``),
+    among those drawn as parsed (not narrowed) whose pages nothing says moved."""
+    out: dict[Kind, Growth] = {}
+    for kind, s in frame.items():
+        if (strata.get(kind) is not s or unsure(kind) or kind not in memory.ranges
+                or len(s.starts) > MAX_GROWTH_RANGES):
+            continue
+        g = grown_part(memory, kind, s.ranges, totals.get(kind, 0))
+        if g is not None:
+            out[kind] = g
+    return out
+
+
+def _split_budget(memory: SampleMemory, growth: dict[Kind, Growth], queries: int | None
+                  ) -> tuple[int | None, int | None]:
+    """Return the queries of the main estimate and of the grown kinds' new parts: the new
+    parts get what evens the two parts' errors out (their bytes against the old parts'
+    carried and fresh samples), at least :data:`MIN_GROWTH_QUERIES` where there are any."""
+    if queries is None:
+        return None, None
+    old = sum(g.old_bytes for g in growth.values())
+    new = sum(g.new_bytes for g in growth.values())
+    carried = sum(sum(memory.counts.get(k, {}).values()) for k in growth)
+    want = round(new * (carried + queries) / max(old + new, 1))
+    part = min(max(want, MIN_GROWTH_QUERIES), queries // 2)
+    return queries - part, part
+
+
+def _add(out: PlacementEstimate, part: PlacementEstimate) -> PlacementEstimate:
+    """Return ``out`` with the estimate of other ranges ``part`` added (bytes, strata,
+    samples and what was not placed)."""
+    merged = dict(out.bytes)
+    for key, b in part.bytes.items():
+        merged[key] = merged.get(key, 0) + b
+    return dataclasses.replace(
+        out, bytes=merged, strata=out.strata + part.strata,
+        samples=out.samples + part.samples,
+        resident_samples=out.resident_samples + part.resident_samples,
+        unsampled_bytes=out.unsampled_bytes + part.unsampled_bytes,
+        other_errors=out.other_errors + part.other_errors,
+        budget_exhausted=out.budget_exhausted or part.budget_exhausted)
+
+
 def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
                      strata: dict[Kind, Stratum], totals: dict[Kind, int], query: Query,
                      estimate: Estimate, *, host_migrated: int | None,
                      max_queries: int | None, rng: random.Random,
-                     deadline: Deadline = NEVER, faulted: bool = True) -> PlacementEstimate:
+                     deadline: Deadline = NEVER,
+                     estimate_of: EstimateOf | None = None,
+                     faulted: bool = True) -> PlacementEstimate:
     """Return the estimate of one read with the carried counts added and ``moved`` set,
     and update ``memory`` for the next read.
 
@@ -121,6 +186,7 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
     page counts as moved). ``faulted``: the process took a fault or changed size since its
     last read (True where unknown): its panel is queried again to follow recycled pages.
     ``deadline`` is checked before each batch of queries (``Expired`` past it).
+    ``estimate_of`` estimates given strata (None: no growth split, step 4 of the module).
     """
     check = deadline.check
     allowance = PANEL_PAGES if max_queries is None else max(max_queries // 4, 0)
@@ -138,7 +204,27 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
     have = sum(len(p) for p in panel.values())
     want = min(PANEL_FILL, PANEL_PAGES - have) if have < PANEL_PAGES else PANEL_REFRESH
     top = max(min(want, allowance - used), 0)  # kept for the top-up, made after the estimate
-    est = estimate(None if max_queries is None else max(max_queries - used - top, 0))
+    budget = None if max_queries is None else max(max_queries - used - top, 0)
+
+    def unsure(kind: Kind) -> bool:
+        # pages of the kind seen on another node, however they got there, drop its counts
+        return ((not quiet and kind not in followed)
+                or (kind in followed and bool(followed[kind].moves)))
+
+    growth = (_growths(memory, frame, strata, totals, unsure) if estimate_of is not None
+              else {})
+    part: PlacementEstimate | None = None
+    if estimate_of is not None and growth:
+        main, rest = _split_budget(memory, growth, budget)
+        est = estimate_of({k: make_stratum(k, growth[k].old, s.page_size)
+                           if k in growth else s for k, s in strata.items()},
+                          {k: growth[k].old_bytes if k in growth else t
+                           for k, t in totals.items()}, main)
+        part = estimate_of({k: make_stratum(k, g.new, strata[k].page_size)
+                            for k, g in growth.items()},
+                           {k: g.new_bytes for k, g in growth.items()}, rest)
+    else:
+        est = estimate(budget)
     moved: dict[tuple[int, int], int] | None
     if followed and migrated is not None and migrated > 0:
         moved = moved_bytes(followed, {s.kind: s.bytes for s in est.strata})
@@ -150,12 +236,18 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
     carried: dict[Kind, dict[int, float]] = {}
     shapes: dict[Kind, int] = {}
     odd = False
+    ranges: dict[Kind, tuple[tuple[int, int], ...]] = {}
     for kind, s in frame.items():
         shapes[kind] = shape_of(s)
-        # pages of the kind seen on another node, however they got there, drop its counts
-        unsure = ((not quiet and kind not in followed)
-                  or (kind in followed and bool(followed[kind].moves)))
-        kept = kept_counts(memory, kind, shapes[kind], totals.get(kind, 0), unsure)
+        if shapes[kind] == memory.shapes.get(kind) and kind in memory.ranges:
+            ranges[kind] = memory.ranges[kind]
+        elif len(s.starts) <= MAX_GROWTH_RANGES:
+            ranges[kind] = s.ranges
+        if kind in growth:
+            kept = dict(memory.counts.get(kind, {}))
+        else:
+            kept = kept_counts(memory, kind, shapes[kind], totals.get(kind, 0),
+                               unsure(kind))
         if kept and at_odds(kept, fresh.get(kind, ()), len(frame)):
             kept, odd = {}, True
         carried[kind] = kept
@@ -163,7 +255,18 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
         panel, drawn = top_up(panel, strata, totals, top, query, rng, check)
         used += drawn
     out, keep = combine(est, carried)
+    if part is not None:
+        for res in part.strata:
+            g = growth[res.kind]
+            if not res.resident or res.kind not in keep:
+                keep.pop(res.kind, None)  # the new part unknown: nothing to carry
+                continue
+            keep[res.kind] = mixed_counts(keep[res.kind], g.old_bytes,
+                                          {n: float(c) for n, c in res.node_counts},
+                                          g.new_bytes)
+        out = _add(out, part)
     memory.shapes, memory.totals, memory.counts = shapes, dict(totals), keep
+    memory.ranges = ranges
     memory.panel, memory.host_migrated = panel, host_migrated
     memory.suspect = odd or seen
     return dataclasses.replace(out, moved=moved, samples=out.samples + used)

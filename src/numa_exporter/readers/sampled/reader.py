@@ -43,6 +43,7 @@ from numa_exporter.model.sampling import (
     PageSampler,
     PlacementEstimate,
     QuerySampler,
+    Stratum,
     estimate_placement,
     status_totals,
 )
@@ -134,7 +135,8 @@ class SampledSettings:
     ``compiled``: parse maps, draw and query with the extension where it is built (the same
     estimate for the same random state; False: the pure-Python path); ``narrow``: draw a
     sparse stratum's pages from its present runs (``sparse.py``, PAGEMAP_SCAN where the
-    kernel has it); ``keep_frames``/``keep_scans``: keep each process's parsed maps while
+    kernel has it), with ``pagemap_read`` also from the ``pagemap`` entries where it has
+    not; ``keep_frames``/``keep_scans``: keep each process's parsed maps while
     its text does not change, and its PAGEMAP_SCAN runs between reads (False: afresh each
     read).
     """
@@ -146,6 +148,7 @@ class SampledSettings:
     page_size: int | None = None
     compiled: bool = True
     narrow: bool = True
+    pagemap_read: bool = True
     keep_frames: bool = True
     keep_scans: bool = True
 
@@ -258,19 +261,24 @@ class SampledReader:
         unscanned: dict[Kind, sampled_sparse.Unscanned] = {}
         if conf.narrow:
             state = self.scans.state(ident) if conf.keep_scans else None
-            strata, unscanned = sampled_sparse.narrowed(files.mm_dir, strata, totals,
-                                                        self.scans, state)
+            strata, unscanned = sampled_sparse.narrowed(
+                files.mm_dir, strata, totals, self.scans, state,
+                os.sysconf("SC_PAGE_SIZE"), conf.pagemap_read)
         path = ("pagemap_scan" if any(strata.get(k) is not s for k, s in frame.strata.items())
                 else "move_pages")
         sampler = page_sampler(mp, files.mm_pid, conf.compiled)
         rng = req.rng if req.rng is not None else random.Random()
 
-        def estimate(queries: int | None) -> PlacementEstimate:
-            return estimate_placement(strata, totals, None, sampler=sampler,
+        def estimate_of(parts: dict[Kind, Stratum], bytes_of: dict[Kind, int],
+                        queries: int | None) -> PlacementEstimate:
+            return estimate_placement(parts, bytes_of, None, sampler=sampler,
                                       target_error=conf.target_error,
                                       confidence=conf.confidence, rng=rng,
                                       census_pages=conf.census_pages, max_queries=queries,
                                       deadline=deadline)
+
+        def estimate(queries: int | None) -> PlacementEstimate:
+            return estimate_of(strata, totals, queries)
 
         try:
             if req.memory is None:
@@ -280,7 +288,8 @@ class SampledReader:
                                        mp.for_pid(files.mm_pid), estimate,
                                        host_migrated=req.host_migrated,
                                        max_queries=req.max_queries, rng=rng,
-                                       deadline=deadline, faulted=req.faulted)
+                                       deadline=deadline, estimate_of=estimate_of,
+                                       faulted=req.faulted)
         except MovePagesUnsupported as exc:  # ENOSYS from the kernel
             raise _no_move_pages(files, exc) from exc
         est = sampled_sparse.set_aside(est, unscanned, totals, size)

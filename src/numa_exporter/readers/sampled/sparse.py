@@ -14,8 +14,17 @@ Unbiased: the sample is uniform over the pages of the new ranges; conditioned on
 resident (pages that left between the scan and the query are not samples, as before), a
 page is uniform over the resident pages of the ranges, and every resident page of the
 stratum is in them (a page that became resident after the scan is missed: the scan is
-taken right before the queries). Without PAGEMAP_SCAN (kernels before 6.7) the strata stay
-as they are.
+taken right before the queries).
+
+Without PAGEMAP_SCAN (kernels before 6.7), the present runs are found from the ``pagemap``
+entries themselves (:class:`~numa_exporter.sources.pagemap_scan.PagemapRead`, 8 bytes per
+virtual page: the cost is per virtual page, not per present one), at most
+:data:`READ_CALLS` reads of 128 MiB of 4 KiB pages per read, ranges of at most
+:data:`READ_MAX_RANGE` only (a bigger one stays virtual, as before). The part of a range
+not read yet stays in the stratum, drawn uniformly as before (never set aside), so the
+estimate is never worse than without the runs: a sparse static mapping's draws land on its
+present pages more often read after read, and its followed pages (``memory.py``) are
+drawn from them too.
 """
 
 from __future__ import annotations
@@ -26,8 +35,14 @@ from typing import NamedTuple
 
 from numa_exporter.model.sampling import PlacementEstimate, Stratum, make_stratum
 from numa_exporter.parsers.numa_maps import Kind
+from numa_exporter.parsers.pid_pagemap import present_runs
 from numa_exporter.sources.errors import SourceError
-from numa_exporter.sources.pagemap_scan import PagemapScan, PagemapScanUnsupported
+from numa_exporter.sources.pagemap_scan import (
+    READ_PAGES,
+    PagemapRead,
+    PagemapScan,
+    PagemapScanUnsupported,
+)
 
 #: (start, end, max_pages) -> (present ranges found by one call, where the walk stopped).
 PresentFn = Callable[[int, int, int], tuple[list[tuple[int, int]], int]]
@@ -61,6 +76,12 @@ MAX_SCANNED_RANGES = 32
 MAX_KEPT_RUNS = 1 << 18
 #: Processes whose scan state is kept (the oldest goes first).
 MAX_PROCESSES = 256
+#: Without PAGEMAP_SCAN: ``pagemap`` reads per sampled read (each of at most 128 MiB of 4 KiB
+#: pages; 8 reads, 1 GiB of virtual pages, cost ~4.5 ms of CPU measured, each mmap-lock hold
+#: of the kernel's 2 MiB walk short), and the largest range read (a pass over it within 64
+#: reads; a bigger one stays virtual).
+READ_CALLS = 8
+READ_MAX_RANGE = 64 << 30
 
 
 def is_sparse(stratum: Stratum, resident: int) -> bool:
@@ -234,14 +255,16 @@ def _scan_on(rs: RangeScan, present: PresentFn, calls: int, page: int, resident:
 
 
 def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
-           state: ScanState | None = None) -> Narrowed:
+           state: ScanState | None = None, keep_tail: bool = False,
+           max_range: int | None = None) -> Narrowed:
     """Return the stratum with its ranges of at least :data:`MIN_RANGE` replaced by their
     present runs (:class:`Narrowed`), scanning on from where ``state`` (this process's,
     updated; None: start afresh) stood, the biggest range first, with at most ``calls``
     calls of ``present`` in all, until the stratum is no longer sparse for ``resident``
     bytes. A range's part never scanned is left out of the stratum when the range alone is
     over :data:`SPARSE_FACTOR` times ``resident`` (a reservation: uniform draws there land
-    on nothing), else it stays virtual. The stratum is returned as it was when no page at
+    on nothing), else, or with ``keep_tail``, it stays virtual. Ranges over ``max_range``
+    bytes (None: any) are not scanned. The stratum is returned as it was when no page at
     all would be left in it."""
     ps = stratum.page_size
     spans = _spans(stratum)
@@ -253,6 +276,8 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
     virtual = stratum.pages * ps
     for i in big:
         a, b = spans[i]
+        if max_range is not None and b - a > max_range:
+            continue
         rs = kept.get((a, b))
         if rs is None and (used >= calls or virtual <= SPARSE_FACTOR * resident
                            or len(kept) >= MAX_SCANNED_RANGES):
@@ -265,7 +290,7 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
         tail: list[tuple[int, int]] = []
         if not rs.passes and rs.pos < b:
             got = [(x, min(y, rs.pos)) for x, y in got if x < rs.pos]
-            if b - a > SPARSE_FACTOR * resident:
+            if b - a > SPARSE_FACTOR * resident and not keep_tail:
                 unscanned += b - rs.pos
             else:
                 tail = [(rs.pos, b)]
@@ -283,11 +308,13 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
 
 def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
                   present: PresentFn, calls: int = MAX_CALLS,
-                  state: ScanState | None = None
+                  state: ScanState | None = None, keep_tail: bool = False,
+                  max_range: int | None = None
                   ) -> tuple[dict[Kind, Stratum], int, dict[Kind, Unscanned]]:
     """Return the strata with the sparse ones narrowed (same kinds, same order), the calls
     of ``present`` made (at most ``calls`` in all), and, per kind with a part not scanned
-    yet, what was left out and what was found (see :func:`narrow`)."""
+    yet, what was left out and what was found (see :func:`narrow`, which ``keep_tail`` and
+    ``max_range`` are passed to)."""
     out: dict[Kind, Stratum] = {}
     used = 0
     unscanned: dict[Kind, Unscanned] = {}
@@ -297,7 +324,8 @@ def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
             del state[key]  # the mapping changed: what was found there is stale
     for kind, s in strata.items():
         if is_sparse(s, totals.get(kind, 0)):
-            got = narrow(s, present, max(calls - used, 0), totals.get(kind, 0), state)
+            got = narrow(s, present, max(calls - used, 0), totals.get(kind, 0), state,
+                         keep_tail, max_range)
             used += got.calls
             s = got.stratum
             if got.unscanned:
@@ -306,28 +334,55 @@ def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
     return out, used, unscanned
 
 
+def pagemap_present(pagemap: PagemapRead, page_size: int) -> PresentFn:
+    """Return a :data:`PresentFn` over ``pagemap``'s entries (``page_size``: the base page
+    the entries are of): one read of at most :data:`READ_PAGES` entries per call, whatever
+    the present pages it finds (``max_pages`` is not needed: the read bounds itself)."""
+    def present(start: int, end: int, max_pages: int) -> tuple[list[tuple[int, int]], int]:
+        first = start // page_size
+        want = min(-(-(end - first * page_size) // page_size), READ_PAGES)
+        data = pagemap.entries(first, want)
+        runs = [(a * page_size, b * page_size) for a, b in present_runs(data, first)]
+        walk_end = (first + len(data) // 8) * page_size
+        return runs, max(min(walk_end, end), start)
+    return present
+
+
 def narrowed(mm_dir: str, strata: dict[Kind, Stratum], totals: dict[Kind, int],
-             scans: ScanCache, state: ScanState | None = None
+             scans: ScanCache, state: ScanState | None = None, page_size: int = 4096,
+             fallback: bool = True
              ) -> tuple[dict[Kind, Stratum], dict[Kind, Unscanned]]:
     """Return ``strata`` with the sparse ones narrowed to their present runs through the
     ``pagemap`` of ``mm_dir`` (scanning on from ``state``, the process's kept scan; whether
-    the kernel has PAGEMAP_SCAN is kept in ``scans``), and
-    the unscanned bytes left out per kind; unchanged (and none left out) where none is
-    sparse, PAGEMAP_SCAN is missing or the process cannot be scanned (the page queries
-    then say Gone or Denied themselves)."""
-    if scans.usable is False or not any(
-            is_sparse(s, totals.get(k, 0)) for k, s in strata.items()):
+    the kernel has PAGEMAP_SCAN is kept in ``scans``), and the unscanned bytes left out per
+    kind. Without PAGEMAP_SCAN and with ``fallback``, the runs are read from the
+    ``pagemap`` entries (of ``page_size`` pages; nothing is left out: module docstring).
+    Unchanged (and none left out) where none is sparse, or neither way can be used or the
+    process cannot be scanned (the page queries then say Gone or Denied themselves)."""
+    if not any(is_sparse(s, totals.get(k, 0)) for k, s in strata.items()):
+        return strata, {}
+    if scans.usable is not False:
+        try:
+            with PagemapScan(mm_dir) as scan:
+                got, _, unscanned = narrow_strata(strata, totals, scan.present,
+                                                  state=state)
+        except PagemapScanUnsupported:
+            scans.usable = False
+        except SourceError:
+            return strata, {}
+        else:
+            scans.usable = True
+            return got, unscanned
+    if not fallback:
         return strata, {}
     try:
-        with PagemapScan(mm_dir) as scan:
-            got, _, unscanned = narrow_strata(strata, totals, scan.present, state=state)
-    except PagemapScanUnsupported:
-        scans.usable = False
-        return strata, {}
+        with PagemapRead(mm_dir) as pagemap:
+            got, _, _ = narrow_strata(strata, totals, pagemap_present(pagemap, page_size),
+                                      calls=READ_CALLS, state=state, keep_tail=True,
+                                      max_range=READ_MAX_RANGE)
     except SourceError:
         return strata, {}
-    scans.usable = True
-    return got, unscanned
+    return got, {}
 
 
 def set_aside(est: PlacementEstimate, unscanned: dict[Kind, Unscanned],
