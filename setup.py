@@ -27,8 +27,8 @@ setup(
             optional=not REQUIRED,
         ),
         Extension(
-            "numa_exporter.readers._sampled_fast",
-            ["src/numa_exporter/readers/_sampled_fast.c"],
+            "numa_exporter.readers.sampled._sampled_fast",
+            ["src/numa_exporter/readers/sampled/_sampled_fast.c"],
             extra_compile_args=["-O2", "-ffp-contract=off"],
             optional=not REQUIRED,
         ),

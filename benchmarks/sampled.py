@@ -15,7 +15,7 @@ conditions in an order shuffled per round (benchmarks/rounds.py), each in a wind
 least ``--window`` s (a longer read extends its window):
 
   alone    nothing reads the target
-  sampled  status + maps + move_pages estimate (numa_exporter.readers.sampled_placement)
+  sampled  status + maps + move_pages estimate (numa_exporter.readers.sampled)
   full     the exporter's streamed parse of numa_maps (the kernel walks every page table)
 
 and records the read's wall time, the target's worst and 99th-percentile mmap/munmap latency
@@ -49,7 +49,11 @@ from benchmarks.rounds import spread, timed_rounds
 from benchmarks.targets import Target, available_bytes, start_target
 from numa_exporter.parsers.numa_maps import Kind, parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+from numa_exporter.readers.sampled.reader import (
+    SampledRequest,
+    read_sampled,
+    sampling_available,
+)
 from numa_exporter.sources.move_pages import DEFAULT_PAUSE_S, MAX_BATCH, MovePages
 from numa_exporter.sources.procfs import ProcFS
 
@@ -113,7 +117,7 @@ def run_rounds(t: Target, window: float, rounds: int, seed: int) -> list[Record]
 
     def sampled() -> None:
         st = parse_pid_status(pf.status())
-        est = read_sampled(pf, st, rng=random.Random(seed + len(est_bytes)),
+        est = read_sampled(pf, st, SampledRequest(rng=random.Random(seed + len(est_bytes))),
                            move_pages=MOVE_PAGES)
         est_bytes.append(dict(est.bytes))
         extra.append({"samples": est.samples, "resident_samples": est.resident_samples})

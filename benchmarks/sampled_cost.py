@@ -50,9 +50,14 @@ from numa_exporter.model.cadence import ReadCosts, query_budget
 from numa_exporter.parsers.numa_maps import parse_numa_maps
 from numa_exporter.parsers.pid_maps import DEFAULT_HUGETLBFS_MOUNTS
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.readers import sampled_compiled
-from numa_exporter.readers.maps_frames import parse_maps_text
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+from numa_exporter.readers.sampled import compiled as sampled_compiled
+from numa_exporter.readers.sampled.frames import parse_maps_text
+from numa_exporter.readers.sampled.reader import (
+    SampledRequest,
+    SampledSettings,
+    read_sampled,
+    sampling_available,
+)
 from numa_exporter.sources.procfs import ProcFS
 
 SHAPES = ("maps60k", "threads", "thp", "hugetlb", "interleave", "sparse")
@@ -169,9 +174,10 @@ def bench_shape(shape: str, rounds: int, seed: int) -> dict[str, Any]:
 
         def sampled(compiled: bool | None) -> None:
             got = queried[compiled]
-            est = read_sampled(pf, st, rng=random.Random(seed + len(got)), frames=None,
-                               compiled=compiled is not False,
-                               max_queries=cap if compiled is None else None)
+            est = read_sampled(pf, st, SampledRequest(
+                rng=random.Random(seed + len(got)),
+                max_queries=cap if compiled is None else None),
+                SampledSettings(keep_frames=False, compiled=compiled is not False))
             got.append(est.samples)
             if compiled is None:
                 placed.append(est.total_bytes / max(est.total_bytes + est.unsampled_bytes, 1))

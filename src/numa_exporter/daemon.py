@@ -98,13 +98,13 @@ def sampled_reader(config: Config) -> tuple[SampledReader | None, Note | None]:
     move_pages cannot name the processes of the procfs root) and what to log about it."""
     if not config.sampling:
         return None, None
-    from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+    from numa_exporter.readers.sampled.reader import SampledReader, sampling_available
 
     ok, reason = sampling_available(config.roots.procfs)
     if not ok:
         return None, ("warning", "sampled placement unavailable; big processes are read in "
                       "full on a slower cadence (--scan.process-budget)", {"reason": reason})
-    return read_sampled, ("info", "sampled placement available",
+    return SampledReader(), ("info", "sampled placement available",
                           {"via": reason, "hold_budget_seconds": config.hold_budget})
 
 

@@ -6,14 +6,17 @@ from __future__ import annotations
 import re
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 from tests.conftest import ROOTS, fixture_config
 
+from numa_exporter.model.process_state import ProcessKey
 from numa_exporter.model.sampling import PlacementEstimate
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_status import PidStatus
+from numa_exporter.readers.sampled.reader import SampledRequest
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.procfs import ProcessFiles
 
@@ -29,18 +32,19 @@ class FakeSampled:
         self.calls = 0
         self.max_queries: list[int | None] = []
 
-    def __call__(self, files: ProcessFiles, status: PidStatus, *,
-                 max_queries: int | None = None, deadline: object = None,
-                 memory: object = None, host_migrated: int | None = None
-                 ) -> PlacementEstimate:
+    def __call__(self, files: ProcessFiles, status: PidStatus,
+                 request: SampledRequest | None = None) -> PlacementEstimate:
         self.calls += 1
-        self.max_queries.append(max_queries)
+        self.max_queries.append(request.max_queries if request is not None else None)
         end = time.thread_time() + self.burn
         while time.thread_time() < end:
             pass
         return PlacementEstimate(bytes={(0, Kind.ANON): 4 * GiB}, samples=100,
                                  resident_samples=100, largest_mapping=self.largest,
                                  mappings=2)
+
+    def retain(self, keys: Iterable[ProcessKey]) -> None:
+        """Keep nothing: a fake has no state."""
 
 
 @pytest.fixture

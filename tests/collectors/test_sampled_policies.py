@@ -23,7 +23,7 @@ from tests.conftest import ROOTS, fixture_config
 
 from numa_exporter.config import Config
 from numa_exporter.model.snapshot import ProcessSample
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+from numa_exporter.readers.sampled.reader import SampledReader, sampling_available
 from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
@@ -123,7 +123,7 @@ def test_a_membind_process_forced_to_sampling_exports_its_bind_bytes() -> None:
         # a hold budget of 1 us: sampled whenever the hold allows nothing else
         cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                      include=re.compile(re.escape(token)), hold_budget=1e-6)
-        scanner = Scanner(cfg, sampled=read_sampled)
+        scanner = Scanner(cfg, sampled=SampledReader())
         seen = []
         for _ in range(4):
             (p,) = [p for p in scanner.scan().processes if p.pid == child.pid]

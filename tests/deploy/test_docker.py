@@ -155,7 +155,8 @@ def test_build_context_holds_what_the_wheel_needs() -> None:
 
 SCANNER_SOURCE = "numa_exporter/parsers/_numa_maps_fast.c"
 SCANNER_IN_WHEEL = re.compile(r"numa_exporter/parsers/_numa_maps_fast\.cpython-3\d+-[^/]+\.so")
-SAMPLER_IN_WHEEL = re.compile(r"numa_exporter/readers/_sampled_fast\.cpython-3\d+-[^/]+\.so")
+SAMPLER_IN_WHEEL = re.compile(
+    r"numa_exporter/readers/sampled/_sampled_fast\.cpython-3\d+-[^/]+\.so")
 
 
 def _context_copy(dest: Path) -> None:

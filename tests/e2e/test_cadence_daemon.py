@@ -14,7 +14,7 @@ from tests.conftest import Daemon
 from tests.e2e.exposition import values
 
 from numa_exporter.parsers.numa_maps import parse_numa_maps
-from numa_exporter.readers.sampled_placement import sampling_available
+from numa_exporter.readers.sampled.reader import sampling_available
 
 pytestmark = pytest.mark.e2e
 MiB = 1 << 20

@@ -13,9 +13,7 @@ import pytest
 
 from numa_exporter.config import Config
 from numa_exporter.parsers.numa_maps import Kind
-from numa_exporter.readers import maps_frames
-from numa_exporter.readers.maps_frames import FRAMES
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+from numa_exporter.readers.sampled.reader import SampledReader, sampling_available
 from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 
@@ -60,7 +58,7 @@ def test_a_sparse_reservation_costs_a_bounded_sample(children: list[subprocess.P
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                  include=re.compile(r"hostile-(sparse|normal\d)$"), scan_interval=1.0,
                  scan_budget=0.7, policy_interval=0.0)  # no policy reads: the sample is the subject
-    scanner = Scanner(cfg, sampled=read_sampled)
+    scanner = Scanner(cfg, sampled=SampledReader())
     pids = {p.pid for p in children}
     sparse = children[0].pid
     methods = []
@@ -119,7 +117,7 @@ def test_two_gib_in_a_64_tib_reservation_is_placed_every_scan(
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                  include=re.compile(r"hostile-reserve$"), scan_interval=1.0,
                  policy_interval=0.0)  # no policy reads: the sampled placement is the subject
-    scanner = Scanner(cfg, sampled=read_sampled)
+    scanner = Scanner(cfg, sampled=SampledReader())
     for _ in range(3):
         snap = scanner.scan()
         (s,) = [p for p in snap.processes if p.pid == reservation.pid]
@@ -160,7 +158,8 @@ def test_a_process_of_many_memfds_is_placed_whichever_way_its_list_is_read() -> 
         cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                      include=re.compile(r"hostile-memfds$"), hold_budget=1e-6,
                      policy_interval=0.0)
-        scanner = Scanner(cfg, sampled=read_sampled)
+        reader = SampledReader()
+        scanner = Scanner(cfg, sampled=reader)
         shmem = 3000 * 4096
         for _ in range(4):
             (s,) = [p for p in scanner.scan().processes if p.pid == child.pid]
@@ -171,8 +170,9 @@ def test_a_process_of_many_memfds_is_placed_whichever_way_its_list_is_read() -> 
             # the memfds' pages are shmem and placed (3,000 pages: a census, exact)
             assert abs(by_kind.get(Kind.SHMEM, 0) - shmem) <= 0.05 * shmem, by_kind
             assert by_kind.get(Kind.ANON, 0) >= 70 * MiB, by_kind
-        costs = FRAMES._frames[child.pid].costs
-        if maps_frames._Usable.query:  # 6.11+: the query was tried and measured
+        (costs,) = [kept.costs for (pid, _, _), kept in reader.frames._frames.items()
+                    if pid == child.pid]
+        if reader.frames.query_usable:  # 6.11+: the query was tried and measured
             assert costs.query is not None and costs.text is not None
     finally:
         child.kill()

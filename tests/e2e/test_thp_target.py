@@ -17,7 +17,7 @@ import pytest
 
 from numa_exporter.config import Config
 from numa_exporter.readers.page_sizes import probe_page_sizes
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+from numa_exporter.readers.sampled.reader import SampledReader, sampling_available
 from numa_exporter.roots import Roots
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS
@@ -81,7 +81,7 @@ def test_a_thp_target_keeps_the_full_read_and_a_4k_one_is_sampled(
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                  include=re.compile(r"thp-target-(huge|small)$"), scan_interval=1.0,
                  policy_interval=0.0)  # reader choice by hold and cost only: no policy reads
-    scanner = Scanner(cfg, sampled=read_sampled)
+    scanner = Scanner(cfg, sampled=SampledReader())
     seen: dict[int, list[tuple[str, str | None]]] = {huge: [], small: []}
     for _ in range(3):
         for p in scanner.scan().processes:

@@ -18,8 +18,8 @@ import pytest
 
 from numa_exporter.model.sampling import Stratum
 from numa_exporter.parsers.numa_maps import Kind
-from numa_exporter.readers import maps_frames, sampled_compiled
-from numa_exporter.readers.maps_frames import FrameCache, Way
+from numa_exporter.readers.sampled import compiled as sampled_compiled
+from numa_exporter.readers.sampled.frames import FrameCache, Way
 from numa_exporter.sources.errors import Gone, ReadFailed
 from numa_exporter.sources.maps_query import MapsQueryUnsupported, with_maps_descriptor
 from numa_exporter.sources.procfs import ProcFS
@@ -157,18 +157,18 @@ def test_the_frame_cache_tries_the_query_then_keeps_the_cheaper_way(
         child: subprocess.Popen[str]) -> None:
     files = ProcFS(Path("/proc")).process(child.pid)
     cache = FrameCache()
-    first, way = cache.read(files, PAGE, MOUNTS)
+    first, way = cache.read(child.pid, files, PAGE, MOUNTS)
     assert way is Way.TEXT
-    second, way = cache.read(files, PAGE, MOUNTS)
-    if maps_frames._Usable.query is False:
+    second, way = cache.read(child.pid, files, PAGE, MOUNTS)
+    if cache.query_usable is False:
         pytest.skip("this kernel has no PROCMAP_QUERY (before Linux 6.11)")
     assert way is Way.QUERY  # tried once for a process of many mappings
     assert _shape(second.strata) == _shape(first.strata)
     assert second.largest_mapping == first.largest_mapping
-    ways = {cache.read(files, PAGE, MOUNTS)[1] for _ in range(3)}
+    ways = {cache.read(child.pid, files, PAGE, MOUNTS)[1] for _ in range(3)}
     assert len(ways) == 1  # then the cheaper as measured, not both in turn
     _churn(child)
-    got, _ = cache.read(files, PAGE, MOUNTS)
+    got, _ = cache.read(child.pid, files, PAGE, MOUNTS)
     assert _shape(got.strata) == _shape(_text(child.pid).strata)
 
 
@@ -176,8 +176,8 @@ def test_a_text_read_after_an_unchanged_query_is_not_parsed_again(
         child: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch) -> None:
     files = ProcFS(Path("/proc")).process(child.pid)
     cache = FrameCache()
-    first, _ = cache.read(files, PAGE, MOUNTS)
-    _, way = cache.read(files, PAGE, MOUNTS)
+    first, _ = cache.read(child.pid, files, PAGE, MOUNTS)
+    _, way = cache.read(child.pid, files, PAGE, MOUNTS)
     if way is not Way.QUERY:
         pytest.skip("this kernel has no PROCMAP_QUERY (before Linux 6.11)")
     parsed: list[int] = []
@@ -191,7 +191,7 @@ def test_a_text_read_after_an_unchanged_query_is_not_parsed_again(
     assert cache.frame(child.pid, files.maps(), PAGE, MOUNTS) is first
     assert parsed == []
     _churn(child)
-    _, way = cache.read(files, PAGE, MOUNTS)
+    _, way = cache.read(child.pid, files, PAGE, MOUNTS)
     if way is Way.QUERY:  # the frame changed: its text is no longer kept
         assert cache.frame(child.pid, files.maps(), PAGE, MOUNTS) is not first
         assert parsed == [1]
@@ -200,11 +200,11 @@ def test_a_text_read_after_an_unchanged_query_is_not_parsed_again(
 def test_a_process_gone_before_the_query_is_gone(child: subprocess.Popen[str]) -> None:
     files = ProcFS(Path("/proc")).process(child.pid)
     cache = FrameCache()
-    cache.read(files, PAGE, MOUNTS)
+    cache.read(child.pid, files, PAGE, MOUNTS)
     child.kill()
     child.wait()
     with pytest.raises(Gone):
-        cache.read(files, PAGE, MOUNTS)
+        cache.read(child.pid, files, PAGE, MOUNTS)
 
 
 def test_a_kernel_without_the_ioctl_is_read_by_the_text(
@@ -213,12 +213,11 @@ def test_a_kernel_without_the_ioctl_is_read_by_the_text(
         raise OSError(errno.ENOTTY, "Inappropriate ioctl for device")
 
     monkeypatch.setattr(sampled_compiled, "query_frame", enotty)
-    monkeypatch.setattr(maps_frames._Usable, "query", None)
     files = ProcFS(Path("/proc")).process(child.pid)
     cache = FrameCache()
-    ways = [cache.read(files, PAGE, MOUNTS)[1] for _ in range(3)]
+    ways = [cache.read(child.pid, files, PAGE, MOUNTS)[1] for _ in range(3)]
     assert ways == [Way.TEXT] * 3
-    assert maps_frames._Usable.query is False
+    assert cache.query_usable is False
 
 
 LONG_CHILD = textwrap.dedent(r"""
@@ -254,14 +253,14 @@ def test_a_path_over_path_max_fails_the_query_and_the_text_reads_it(
         files = ProcFS(Path("/proc")).process(proc.pid)
         cache = FrameCache()
         # known from the text read, the VMA's path is not asked for: the query reads it
-        ways = [cache.read(files, PAGE, MOUNTS)[1] for _ in range(2)]
+        ways = [cache.read(proc.pid, files, PAGE, MOUNTS)[1] for _ in range(2)]
         assert ways == [Way.TEXT, Way.QUERY]
         assert proc.stdin is not None
         proc.stdin.write("again\n")
         proc.stdin.flush()
         assert proc.stdout.readline() == "mapped\n"
         # a new VMA of that path: the query fails, the read falls back to the text
-        frame, way = cache.read(files, PAGE, MOUNTS)
+        frame, way = cache.read(proc.pid, files, PAGE, MOUNTS)
         assert way is Way.TEXT
         assert cache._frames[proc.pid].costs.query == float("inf")  # and waits to retry
         assert _shape(frame.strata) == _shape(_text(proc.pid).strata) != _shape(text.strata)

@@ -24,7 +24,11 @@ import pytest
 from numa_exporter.model.sampling import sample_size
 from numa_exporter.parsers.numa_maps import Kind, parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+from numa_exporter.readers.sampled.reader import (
+    SampledRequest,
+    read_sampled,
+    sampling_available,
+)
 from numa_exporter.sources.errors import Denied, Gone, ReadFailed
 from numa_exporter.sources.move_pages import (
     SYSCALL_NUMBERS,
@@ -98,7 +102,7 @@ def _kind_bytes(b: dict[tuple[int, Kind], int], kind: Kind) -> int:
 def test_estimate_matches_numa_maps(available: None, child: subprocess.Popen[str]) -> None:
     pf = ProcFS(PROC).process(child.pid)
     st = parse_pid_status(pf.status())
-    est = read_sampled(pf, st, rng=random.Random(5))
+    est = read_sampled(pf, st, SampledRequest(rng=random.Random(5)))
     nm = parse_numa_maps(pf.numa_maps())
     # Same nodes, same kinds present.
     assert est.node_bytes().keys() == nm.node_bytes().keys()
@@ -123,7 +127,7 @@ def test_sparse_mapping_reaches_its_quota(available: None,
                                           child: subprocess.Popen[str]) -> None:
     """1 GiB mapped, every 16th page touched: 1/16 of anon's virtual pages are resident."""
     pf = ProcFS(PROC).process(child.pid)
-    est = read_sampled(pf, parse_pid_status(pf.status()), rng=random.Random(9))
+    est = read_sampled(pf, parse_pid_status(pf.status()), SampledRequest(rng=random.Random(9)))
     anon = next(s for s in est.strata if s.kind is Kind.ANON)
     w = anon.bytes / est.total_bytes
     assert not anon.census and anon.resident >= sample_size() * w * w  # its quota
@@ -229,7 +233,7 @@ def _unshare() -> str:
 
 def test_refused_inside_a_child_pid_namespace() -> None:
     """The container case: we run in a new PID namespace but read the host's procfs."""
-    code = ("from pathlib import Path; from numa_exporter.readers.sampled_placement import "
+    code = ("from pathlib import Path; from numa_exporter.readers.sampled.reader import "
             "sampling_available as s; ok, why = s(Path('/proc')); print(ok); print(why)")
     r = subprocess.run([_unshare(), "--pid", "--fork", sys.executable, "-c", code],
                        capture_output=True, text=True, timeout=60, check=False)

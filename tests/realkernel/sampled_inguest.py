@@ -21,8 +21,13 @@ from typing import Any
 
 from numa_exporter.parsers.numa_maps import parse_numa_maps
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.readers import sampled_compiled
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
+from numa_exporter.readers.sampled import compiled as sampled_compiled
+from numa_exporter.readers.sampled.reader import (
+    SampledRequest,
+    SampledSettings,
+    read_sampled,
+    sampling_available,
+)
 from numa_exporter.sources.maps_query import MapsQueryUnsupported, with_maps_descriptor
 from numa_exporter.sources.procfs import ProcFS
 
@@ -76,8 +81,9 @@ def run_case(case: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
                 if census is None and seed:
                     continue  # one run with the default census threshold
                 t0 = time.monotonic()
-                kw = {"census_pages": census} if census is not None else {}
-                est = read_sampled(pf, status, rng=random.Random(seed), **kw)  # type: ignore[arg-type]
+                conf = (SampledSettings(census_pages=census) if census is not None
+                        else SampledSettings())
+                est = read_sampled(pf, status, SampledRequest(rng=random.Random(seed)), conf)
                 ests.append({
                     "seed": seed, "census_pages": census, "s": time.monotonic() - t0,
                     "bytes": _bytes(est.bytes), "samples": est.samples,

@@ -1,4 +1,4 @@
-"""The choice between the maps text and PROCMAP_QUERY for one process (readers/maps_frames.py
+"""The choice between the maps text and PROCMAP_QUERY for one process (readers/sampled/frames.py
 ``Costs``): the query is tried once, the cheaper way as measured is kept, and the other is
 tried again after 8 reads, then after twice as many each time it is confirmed the dearer."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-from numa_exporter.readers.maps_frames import REPROBE_FIRST, REPROBE_MAX, Costs, Way
+from numa_exporter.readers.sampled.frames import REPROBE_FIRST, REPROBE_MAX, Costs, Way
 
 
 def _run(costs: Costs, ns: dict[Way, int], reads: int, mappings: int = 1000) -> list[Way]:

@@ -22,17 +22,20 @@ from numa_exporter.model.sample_memory import (
     SampleMemory,
     at_odds,
     chi2_sf,
+    grown_part,
     host_migrated_pages,
     migrated_since,
+    mixed_counts,
 )
 from numa_exporter.model.sampling import (
     PlacementEstimate,
     QuerySampler,
+    Stratum,
     estimate_placement,
     make_stratum,
 )
 from numa_exporter.parsers.numa_maps import Kind, fold_nodes
-from numa_exporter.readers.sampled_memory import read_with_memory
+from numa_exporter.readers.sampled.memory import read_with_memory
 
 PAGE = 4096
 MiB = 1 << 20
@@ -118,10 +121,9 @@ def test_nothing_moves_counters_flat_and_error_shrinks(seed: int, nodes: int,
 
 
 @settings(max_examples=12, deadline=None, derandomize=True)
-@given(seed=st.integers(0, 2**32 - 1), fraction=st.floats(0.1, 1.0), lag=st.booleans())
-def test_a_known_fraction_moves_and_is_counted(seed: int, fraction: float, lag: bool) -> None:
-    """``lag``: the host's counter shows the migration only two reads later (a long
-    migrate_pages call adds to pgmigrate_success when it ends)."""
+@given(seed=st.integers(0, 2**32 - 1), fraction=st.floats(0.1, 1.0))
+def test_a_known_fraction_moves_and_is_counted(seed: int, fraction: float) -> None:
+    """The host's counter shows the migration in the interval it happened in."""
     proc = Process(16384, (0, 1, 2, 3), seed)
     rng = random.Random(seed)
     mem = SampleMemory()
@@ -135,12 +137,10 @@ def test_a_known_fraction_moves_and_is_counted(seed: int, fraction: float, lag: 
     chosen = random.Random(seed + 1).sample(on2, int(fraction * len(on2)))
     for i in chosen:
         proc.node[i] = 3
-    for i in range(4 if lag else 1):
-        if not lag or i == 2:
-            host += len(chosen)
-        est = proc.read(mem, host, rng)
-        d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=host,
-                          moved=est.moved, exact=False)
+    host += len(chosen)
+    est = proc.read(mem, host, rng)
+    d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=host,
+                      moved=est.moved, exact=False)
     moved = len(chosen) * PAGE
     size = len(proc.node) * PAGE
     # the panel's binomial error on the moved share of the process, 4 sigma
@@ -199,10 +199,8 @@ def test_full_reads_count_movement_not_growth() -> None:
     assert d.arrived_bytes == {}  # the host moved no page: freed here, allocated there
     d = t.observe(RULE, 1.0, 1, {0: 100}, 0.0, host_migrated=10)
     assert d.arrived_bytes == {}  # ... and freed there, allocated here again
-    d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=10)
-    assert d.arrived_bytes == {}  # a migrate_pages call still running: the counter lags
     d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=25)
-    assert d.arrived_bytes == {1: 60} and d.departed_bytes == {0: 60}  # counted once it ends
+    assert d.arrived_bytes == {1: 60} and d.departed_bytes == {0: 60}  # the host migrated
     d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=30)
     assert d.arrived_bytes == {1: 60}  # not twice
 
@@ -221,10 +219,10 @@ def test_balanced_moves_never_exceed_the_changes(before: dict[int, int],
     assert sum(moves.values()) >= min(gained, lost) - 64  # rounding: a byte per pair
 
 
-def test_a_move_the_host_counter_does_not_show_yet_is_seen_by_the_sample() -> None:
-    """A long migrate_pages call adds to pgmigrate_success only when it ends: the fresh
-    sample, at odds with the carried counts, sends the next read to the panel, which counts
-    the move while the counter still stands."""
+def test_pages_on_another_node_while_the_host_migrates_nothing_are_not_moved() -> None:
+    """Pages found on another node while the host's pgmigrate_success stands still were
+    freed and faulted again there (recycled), not migrated (issue 33): the fresh sample, at
+    odds with the carried counts, drops them, and neither read counts a move."""
     proc = Process(16384, (0, 1, 2, 3), 11)
     rng = random.Random(11)
     mem = SampleMemory()
@@ -243,9 +241,7 @@ def test_a_move_the_host_counter_does_not_show_yet_is_seen_by_the_sample() -> No
     est = proc.read(mem, 0, rng)
     d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=0,
                       moved=est.moved, exact=False)
-    moved = len(on2) * PAGE
-    assert abs(d.departed_bytes.get(2, 0) - moved) <= 0.1 * moved
-    assert abs(d.arrived_bytes.get(3, 0) - moved) <= 0.1 * moved
+    assert d.departed_bytes == {} and d.arrived_bytes == {}
 
 
 def test_chi_square_tail_matches_the_tables() -> None:
@@ -265,3 +261,96 @@ def test_one_node_four_sigma_off_is_no_change_but_a_move_is() -> None:
     carried = {0: 5411.0, 1: 5395.0, 2: 5065.0, 3: 5169.0}
     assert not at_odds(carried, [(0, 495), (1, 472), (2, 546), (3, 423)])
     assert at_odds(carried, [(0, 495), (1, 472), (2, 290), (3, 679)])
+
+
+class Growing:
+    """A synthetic process that grows: a mapping of ``pages`` pages, then ``step`` more
+    pages at its end before each read (the heap extended), the new pages on their own mix
+    of nodes."""
+
+    def __init__(self, pages: int, step: int, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.node: dict[int, int] = {}
+        self.step = step
+        self._add(pages, (0, 1, 2, 3))
+
+    def _add(self, pages: int, nodes: Sequence[int]) -> None:
+        first = len(self.node)
+        for i in range(first, first + pages):
+            self.node[i] = self.rng.choice(list(nodes))
+
+    def grow(self) -> None:
+        self._add(self.step, (1, 2))
+
+    def frame(self) -> dict[Kind, Stratum]:
+        return {Kind.ANON: make_stratum(Kind.ANON, [(BASE, BASE + len(self.node) * PAGE)],
+                                        PAGE)}
+
+    def query(self, addresses: Sequence[int]) -> list[int]:
+        return [self.node.get((a - BASE) // PAGE, -errno.EFAULT) for a in addresses]
+
+    def truth(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for n in self.node.values():
+            out[n] = out.get(n, 0) + PAGE
+        return out
+
+    def read(self, memory: SampleMemory, rng: random.Random, split: bool
+             ) -> PlacementEstimate:
+        frame = self.frame()
+        totals = {Kind.ANON: len(self.node) * PAGE}
+        sampler = QuerySampler(self.query)
+
+        def estimate_of(strata: dict[Kind, Stratum], bytes_of: dict[Kind, int],
+                        q: int | None) -> PlacementEstimate:
+            return estimate_placement(strata, bytes_of, None, sampler=sampler, rng=rng,
+                                      census_pages=0, max_queries=q, target_error=0.02)
+
+        return read_with_memory(memory, frame, frame, totals, self.query,
+                                lambda q: estimate_of(frame, totals, q), host_migrated=0,
+                                max_queries=2000, rng=rng,
+                                estimate_of=estimate_of if split else None)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_a_growing_process_keeps_the_counts_of_its_unchanged_part(seed: int) -> None:
+    # 64 MiB, 2 % more before each read: every read sees another resident size, so nothing
+    # was carried and the error stayed that of one read's sample
+    proc = Growing(16384, 328, seed)
+    rng = random.Random(seed)
+    mem = SampleMemory()
+    stderrs, errors = [], []
+    for _ in range(12):
+        proc.grow()
+        est = proc.read(mem, rng, split=True)
+        assert sum(est.bytes.values()) == len(proc.node) * PAGE
+        stderrs.append(est.node_bytes_stderr())
+        errors.append(_worst(est, proc.truth()))
+    assert stderrs[-1] < 0.6 * stderrs[1], stderrs
+    assert errors[-1] <= 4 * stderrs[-1] + PAGE, (errors, stderrs)
+    assert Kind.ANON in mem.counts
+
+
+def test_a_mapping_that_shrank_is_not_split() -> None:
+    mem = SampleMemory(totals={Kind.ANON: 10 * PAGE}, counts={Kind.ANON: {0: 5.0}},
+                       ranges={Kind.ANON: ((BASE, BASE + 10 * PAGE),)})
+    assert grown_part(mem, Kind.ANON, [(BASE, BASE + 20 * PAGE)], 20 * PAGE) is not None
+    # a range of the last read cut short: what was counted there may be gone
+    assert grown_part(mem, Kind.ANON, [(BASE, BASE + 5 * PAGE),
+                                       (BASE + 6 * PAGE, BASE + 30 * PAGE)], 25 * PAGE) is None
+    # grew inside its old range only: cannot be told from a change
+    assert grown_part(mem, Kind.ANON, [(BASE, BASE + 10 * PAGE)], 20 * PAGE) is None
+    g = grown_part(mem, Kind.ANON, [(BASE - 4 * PAGE, BASE + 12 * PAGE)], 16 * PAGE)
+    assert g is not None and g.new == ((BASE - 4 * PAGE, BASE), (BASE + 10 * PAGE,
+                                                                  BASE + 12 * PAGE))
+    assert (g.old_bytes, g.new_bytes) == (10 * PAGE, 6 * PAGE)
+
+
+def test_mixed_counts_weigh_the_parts_by_their_bytes() -> None:
+    mixed = mixed_counts({0: 900.0, 1: 100.0}, 3 * PAGE, {1: 50.0, 2: 50.0}, PAGE)
+    total = sum(mixed.values())
+    assert abs(mixed[0] / total - 0.675) < 1e-9 and abs(mixed[2] / total - 0.125) < 1e-9
+    # as many samples as the new part's 100 support at a quarter of the bytes (fewer than
+    # the mix is worth: never claimed more precise than either part)
+    assert total == 400.0

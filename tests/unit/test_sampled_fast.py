@@ -31,9 +31,12 @@ from numa_exporter.model.sampling import (
 from numa_exporter.parsers import numa_maps, pid_maps
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.readers import sampled_compiled
-from numa_exporter.readers.maps_frames import Frame, FrameCache, parse_maps_text
-from numa_exporter.readers.sampled_placement import (
+from numa_exporter.readers.sampled import compiled as sampled_compiled
+from numa_exporter.readers.sampled.frames import Frame, FrameCache, parse_maps_text
+from numa_exporter.readers.sampled.reader import (
+    SampledReader,
+    SampledRequest,
+    SampledSettings,
     page_sampler,
     read_sampled,
     sampling_available,
@@ -278,18 +281,18 @@ def test_both_paths_give_the_same_estimate_for_the_same_seed(
     pf = ProcFS(PROC).process(child.pid)
     st = parse_pid_status(pf.status())
     mp = MovePages(pause_s=0)
+    each = SampledSettings(keep_frames=False)
+    slow = SampledSettings(keep_frames=False, compiled=False)
     for seed in (1, 2):
         # The child may still fault a page of its own between "ready" and its read(): a
         # pure read on either side, and the compiled one must equal one of them.
-        pure = read_sampled(pf, st, rng=random.Random(seed), move_pages=mp, frames=None,
-                            compiled=False)
-        fast = read_sampled(pf, st, rng=random.Random(seed), move_pages=mp, frames=None)
-        again = read_sampled(pf, st, rng=random.Random(seed), move_pages=mp, frames=None,
-                             compiled=False)
+        pure = read_sampled(pf, st, SampledRequest(rng=random.Random(seed)), slow, mp)
+        fast = read_sampled(pf, st, SampledRequest(rng=random.Random(seed)), each, mp)
+        again = read_sampled(pf, st, SampledRequest(rng=random.Random(seed)), slow, mp)
         assert fast in (pure, again)
         assert fast.samples > fast.resident_samples > 1000  # sampled, with misses
         assert any(s.census for s in fast.strata) and any(not s.census for s in fast.strata)
-    other = read_sampled(pf, st, rng=random.Random(3), move_pages=mp, frames=None)
+    other = read_sampled(pf, st, SampledRequest(rng=random.Random(3)), each, mp)
     assert other.samples != fast.samples or other.strata != fast.strata  # the seed counts
 
 
@@ -307,8 +310,8 @@ def test_the_compiled_path_is_used_where_it_is_built(child: subprocess.Popen[str
             return _real(*args)  # type: ignore[operator]
         monkeypatch.setattr(fast, name, spy)
     pf = ProcFS(PROC).process(child.pid)
-    est = read_sampled(pf, parse_pid_status(pf.status()), rng=random.Random(1),
-                       frames=FrameCache())
+    est = SampledReader().read(pf, parse_pid_status(pf.status()),
+                               SampledRequest(rng=random.Random(1)))
     assert calls["maps_frame"] >= 1 and calls["draw"] >= 1
     assert calls["query"] * 256 >= est.samples  # every page went through the extension
     assert isinstance(page_sampler(MovePages(), 1), sampled_compiled.CompiledSampler)

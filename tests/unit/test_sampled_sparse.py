@@ -1,4 +1,4 @@
-"""Sparse strata narrowed to their present runs (readers/sampled_sparse.py, PAGEMAP_SCAN)."""
+"""Sparse strata narrowed to their present runs (readers/sampled/sparse.py, PAGEMAP_SCAN)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,15 @@ import pytest
 from numa_exporter.model.sampling import PlacementEstimate, StratumResult, make_stratum
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_status import parse_pid_status
-from numa_exporter.readers import sampled_sparse
-from numa_exporter.readers.sampled_placement import read_sampled, sampling_available
-from numa_exporter.readers.sampled_sparse import (
+from numa_exporter.readers.sampled import sparse as sampled_sparse
+from numa_exporter.readers.sampled.reader import (
+    SampledReader,
+    SampledRequest,
+    SampledSettings,
+    read_sampled,
+    sampling_available,
+)
+from numa_exporter.readers.sampled.sparse import (
     MIN_RANGE,
     is_sparse,
     narrow,
@@ -115,10 +121,10 @@ def test_without_pagemap_scan_the_strata_stay(monkeypatch: pytest.MonkeyPatch) -
             raise PagemapScanUnsupported("old kernel")
 
     monkeypatch.setattr(sampled_sparse, "PagemapScan", NoScan)
-    monkeypatch.setattr(sampled_sparse._Availability, "usable", None)
+    scans = sampled_sparse.ScanCache()
     strata = {Kind.ANON: make_stratum(Kind.ANON, [EMPTY], PAGE)}
-    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}) == (strata, {})
-    assert sampled_sparse._Availability.usable is False  # asked once, not every read
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, scans) == (strata, {})
+    assert scans.usable is False  # asked once, not every read
 
 
 CHILD = textwrap.dedent("""
@@ -157,9 +163,10 @@ def test_a_bounded_sample_places_a_sparse_reservation(
     rss = (st.rss_anon or 0) + (st.rss_file or 0) + (st.rss_shmem or 0)
     # 2,000 queries: drawn over 1 TiB, 1 in 4,096 is resident (the old reader placed
     # next to nothing and said so in unsampled_bytes)
-    blind = read_sampled(pf, st, rng=random.Random(1), max_queries=2000, narrow=False)
+    blind = read_sampled(pf, st, SampledRequest(rng=random.Random(1), max_queries=2000),
+                         SampledSettings(narrow=False))
     assert blind.unsampled_bytes > 0.8 * rss
-    est = read_sampled(pf, st, rng=random.Random(1), max_queries=2000)
+    est = read_sampled(pf, st, SampledRequest(rng=random.Random(1), max_queries=2000))
     assert est.total_bytes >= 0.9 * rss and est.unsampled_bytes < 0.1 * rss
     anon = next(x for x in est.strata if x.kind is Kind.ANON)
     assert anon.resident >= 0.9 * anon.queried  # drawn where the pages are
@@ -272,12 +279,12 @@ def test_two_gib_dense_in_a_huge_reservation_is_placed_in_every_read(
     child, size = reservation_child
     assert size >= 4 * TiB
     pf = ProcFS(Path("/proc")).process(child.pid)
-    scans = sampled_sparse.ScanCache()
+    reader = SampledReader()
     for seed in range(4):
         st = parse_pid_status(pf.status())
         rss = (st.rss_anon or 0) + (st.rss_file or 0) + (st.rss_shmem or 0)
         assert (st.rss_anon or 0) >= 2 * GiB
-        est = read_sampled(pf, st, rng=random.Random(seed), max_queries=2000, scans=scans)
+        est = reader.read(pf, st, SampledRequest(rng=random.Random(seed), max_queries=2000))
         assert est.total_bytes >= 0.9 * rss, (seed, est.total_bytes, est.unsampled_bytes)
 
 
@@ -316,12 +323,12 @@ def test_a_kernel_without_the_ioctl_answers_enotty_and_nothing_is_narrowed(
         raise OSError(errno.ENOTTY, "Inappropriate ioctl for device")
 
     monkeypatch.setattr(pagemap_scan.fcntl, "ioctl", enotty)
-    monkeypatch.setattr(sampled_sparse._Availability, "usable", None)
+    scans = sampled_sparse.ScanCache()
     strata = {Kind.ANON: make_stratum(Kind.ANON, [EMPTY], PAGE)}
     state: sampled_sparse.ScanState = {}
-    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
-    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, state) == (strata, {})
-    assert len(calls) == 1 and sampled_sparse._Availability.usable is False
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, scans, state) == (strata, {})
+    assert narrowed("/proc/self", strata, {Kind.ANON: PAGE}, scans, state) == (strata, {})
+    assert len(calls) == 1 and scans.usable is False
 
 
 def test_the_scan_cache_is_bounded_in_runs_and_processes() -> None:
@@ -336,3 +343,82 @@ def test_the_scan_cache_is_bounded_in_runs_and_processes() -> None:
     # asking for a kept one keeps it (the newest now) and what it holds
     assert list(cache.state(3)) == [(3, 4)]
     assert list(cache._states)[-1] == 3
+
+
+THIN_CHILD = textwrap.dedent("""
+    import mmap, os, sys
+    m = mmap.mmap(-1, 2 << 30, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x4000)
+    for i in range(0, 2 << 30, 256 << 10):  # one page in 64, spread over 2 GiB
+        m[i] = 1
+    print("ready", flush=True)
+    os.read(0, 1)
+""")
+
+
+@pytest.fixture
+def thin_child() -> Iterator[subprocess.Popen[str]]:
+    ok, why = sampling_available(Path("/proc"))
+    if not ok:
+        pytest.skip(f"sampling unavailable here: {why}")
+    p = subprocess.Popen([sys.executable, "-c", THIN_CHILD], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    yield p
+    assert p.stdin is not None
+    p.stdin.close()
+    p.wait(timeout=30)
+
+
+def _anon_hits(reader: SampledReader, pid: int, reads: int) -> list[float]:
+    """Return, per read, the share of the anon stratum's queried pages that were resident
+    (the carried reads off: each read on its own)."""
+    pf = ProcFS(Path("/proc")).process(pid)
+    out = []
+    for seed in range(reads):
+        est = reader.read(pf, parse_pid_status(pf.status()),
+                          SampledRequest(rng=random.Random(seed), max_queries=3000))
+        anon = next(x for x in est.strata if x.kind is Kind.ANON)
+        out.append(anon.resident / max(anon.queried, 1))
+    return out
+
+
+def test_without_pagemap_scan_a_thin_mapping_is_narrowed_from_pagemap(
+        thin_child: subprocess.Popen[str]) -> None:
+    # Linux 6.1 (no PAGEMAP_SCAN): present pages spread thinly over 2 GiB were drawn
+    # uniformly, 1 in 64 resident, read after read. Read from the pagemap entries (1 GiB a
+    # read), the runs cover the mapping after two reads and the draws land on its pages.
+    blind = SampledReader(SampledSettings(pagemap_read=False))
+    blind.scans.usable = False
+    assert max(_anon_hits(blind, thin_child.pid, 3)) < 0.2
+    reader = SampledReader()
+    reader.scans.usable = False  # as on a kernel that answered ENOTTY
+    hits = _anon_hits(reader, thin_child.pid, 3)
+    assert hits[-1] > 0.8, hits
+    # nothing set aside: the part not read yet stayed in the stratum
+    pf = ProcFS(Path("/proc")).process(thin_child.pid)
+    st = parse_pid_status(pf.status())
+    est = SampledReader()
+    est.scans.usable = False
+    first = est.read(pf, st, SampledRequest(rng=random.Random(9), max_queries=3000))
+    assert first.unsampled_bytes < 0.05 * (st.rss_anon or 0)
+
+
+def test_pagemap_present_reads_runs_and_stops_at_its_bound() -> None:
+    class Entries:
+        """A pagemap of pages 10-11 and 40 present, from page 0."""
+
+        def __init__(self) -> None:
+            self.asked: list[tuple[int, int]] = []
+
+        def entries(self, first: int, pages: int) -> bytes:
+            self.asked.append((first, pages))
+            present = {10, 11, 40}
+            return b"".join(((1 << 63) if p in present else 0).to_bytes(8, "little")
+                            for p in range(first, first + min(pages, 32)))
+
+    pm = Entries()
+    present = sampled_sparse.pagemap_present(pm, PAGE)  # type: ignore[arg-type]
+    runs, end = present(0, 100 * PAGE, 1)
+    assert runs == [(10 * PAGE, 12 * PAGE)] and end == 32 * PAGE  # a short read: so far
+    runs, end = present(32 * PAGE, 100 * PAGE, 1)
+    assert runs == [(40 * PAGE, 41 * PAGE)] and end == 64 * PAGE

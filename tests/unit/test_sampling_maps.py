@@ -154,7 +154,7 @@ def test_own_maps_parse_cleanly() -> None:
 
 def test_a_maps_text_is_parsed_once_while_it_does_not_change(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from numa_exporter.readers import maps_frames as sp
+    from numa_exporter.readers.sampled import frames as sp
 
     calls: list[int] = []
     real = sp.parse_pid_maps

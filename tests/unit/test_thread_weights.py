@@ -1,4 +1,4 @@
-"""Home weights of a process's threads (``scan.process.thread_weights``).
+"""Home weights of a process's threads (``model.threads.thread_weights``).
 
 The case below is the real-kernel ``split_threads`` guest on 6.1 (CI, 2026-12-05): the main
 thread and one worker confined to node 0, one worker to node 1, all asleep after touching
@@ -9,8 +9,7 @@ home read ``0`` instead of ``0-1``.
 from __future__ import annotations
 
 from numa_exporter.model.home import thread_nodes
-from numa_exporter.model.threads import ThreadReading
-from numa_exporter.scan.process import QUIET_TICKS, thread_weights
+from numa_exporter.model.threads import QUIET_TICKS, ThreadReading, thread_weights
 
 NODE_OF_CPU = {0: 0, 1: 0, 2: 1, 3: 1}
 

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
+from numa_exporter.model.cadence import Method
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.parsers.cpulist import format_cpulist
 
@@ -86,7 +87,8 @@ PLACEMENT = MetricSpec(
     "Always 1; the method label says how the process's placement was measured: full (every "
     "mapping of numa_maps) or sampled (estimated from a sample of its pages); the path label "
     "how its pages were found: full, move_pages (sampled over its mappings) or pagemap_scan "
-    "(sparse mappings narrowed to their present pages first, kernels 6.7 and later).",
+    "(sparse mappings narrowed to their present pages first, by PAGEMAP_SCAN from 6.7, by "
+    "reading pagemap before).",
     (*P, "method", "path"))
 SAMPLED_PAGES = MetricSpec(
     "numa_process_placement_sampled_pages", "gauge",
@@ -136,15 +138,15 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             last.add_metric(lv, p.last_scan_timestamp)
         if p.next_scan_timestamp is not None:
             nxt.add_metric(lv, p.next_scan_timestamp)
-        how.add_metric([*lv, p.method, p.path], 1)
+        how.add_metric([*lv, str(p.method), p.path], 1)
         if p.samples is not None:
             pages.add_metric(lv, p.samples)
         stderr = p.remote_ratio_stderr
-        if stderr is None and p.method == "full":
+        if stderr is None and p.method == Method.FULL:
             stderr = 0.0  # every page was counted: no sampling error
         if stderr is not None:
             err.add_metric(lv, stderr)
-        node_err = 0.0 if p.method == "full" else p.node_bytes_stderr
+        node_err = 0.0 if p.method == Method.FULL else p.node_bytes_stderr
         if node_err is not None:
             nerr.add_metric(lv, node_err)
     yield from (info, mem, pol, loc, rem, ratio, home, thr, mig, start, cost, last, nxt, how,

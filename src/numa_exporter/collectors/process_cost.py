@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
+from numa_exporter.model.cadence import Method
 from numa_exporter.model.snapshot import Snapshot
 
 from .families import family
@@ -59,7 +60,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
         if p.hold_seconds is not None:
             hold.add_metric([pid], p.hold_seconds)
         if p.placement_reason is not None:
-            why.add_metric([pid, p.placement_reason], 1)
-        if p.unsampled_bytes is not None and p.method == "sampled":
+            why.add_metric([pid, str(p.placement_reason)], 1)
+        if p.unsampled_bytes is not None and p.method == Method.SAMPLED:
             gap.add_metric([pid], p.unsampled_bytes)
     yield from (cpu, hold, why, gap)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from enum import StrEnum
 
 from numa_exporter.model.page_sizes import PageShape, walk_hold
 
@@ -44,7 +44,7 @@ MAX_SKIP_SCANS = 64  # even the largest process is read exactly at least this of
 STALE_FACTOR = 1.5
 #: CPU seconds per page query of the sampled reader before one was measured: the drawing,
 #: one move_pages call per 256 pages and the tally, in the compiled extension
-#: (readers/_sampled_fast.c), mostly the kernel's own move_pages work. Measured with
+#: (readers/sampled/_sampled_fast.c), mostly the kernel's own move_pages work. Measured with
 #: `python -m benchmarks sampled --cost --rounds 15` (2-core x86_64 VM, kernel 6.x): medians
 #: 0.26 us (THP, hugetlb), 0.42-0.48 us (1 GiB of 4 KiB pages), 0.72 us (60,000 mappings);
 #: the highest is taken. The pure-Python fallback measured 0.9-1.4 us; a process's own
@@ -71,13 +71,23 @@ HOLDS_KEPT = 3
 #: costs is exported (numa_process_remote_ratio_stderr).
 SAMPLED_SHARE = 0.5
 
-Method = Literal["full", "sampled"]
-#: Why the method was chosen: ``hold`` (the full read's longest lock hold is over the
-#: budget), ``cost`` (the sampled reader measured cheaper), ``probe`` (trying the sampled
-#: reader to measure it), ``cheaper`` (the full read: cheaper, or the only one measured),
-#: ``interval`` (a full read the operator asked for), ``only`` (sampling is unavailable),
-#: ``policy`` (a full read instead of a sampled one: the memory policies were due).
-Reason = Literal["hold", "cost", "probe", "cheaper", "interval", "only", "policy"]
+class Method(StrEnum):
+    """How a process's placement is read (the value is the exported label)."""
+
+    FULL = "full"  # numa_maps: the kernel walks the page tables
+    SAMPLED = "sampled"  # maps + move_pages: an estimate
+
+
+class Reason(StrEnum):
+    """Why the method was chosen (the value is the exported label)."""
+
+    HOLD = "hold"  # the full read's longest lock hold is over the budget
+    COST = "cost"  # the sampled reader measured cheaper
+    PROBE = "probe"  # trying the sampled reader to measure it
+    CHEAPER = "cheaper"  # the full read: cheaper, or the only one measured
+    INTERVAL = "interval"  # a full read the operator asked for
+    ONLY = "only"  # sampling is unavailable
+    POLICY = "policy"  # a full read instead of a sampled one: the memory policies were due
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +174,7 @@ class Plan:
     estimated_seconds: float  # estimated CPU time of a full read
     next_due: float  # monotonic time of the next read (same as now when read every scan)
     hold_seconds: float = 0.0  # estimated longest mmap-lock hold of a full read
-    reason: Reason = "cheaper"
+    reason: Reason = Reason.CHEAPER
     max_queries: int | None = None  # pages a sampled read may query (None: not sampled)
 
 
@@ -253,7 +263,7 @@ def estimate_sampled_seconds(costs: ReadCosts) -> float:
 
 
 def _sampled(est: float, now: float, hold: float, reason: Reason, costs: ReadCosts) -> Plan:
-    return Plan("sampled", True, est, now, hold, reason, query_budget(est, costs))
+    return Plan(Method.SAMPLED, True, est, now, hold, reason, query_budget(est, costs))
 
 
 def plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
@@ -268,9 +278,9 @@ def plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
     p = _plan(policy, now=now, resident_bytes=resident_bytes,
               seconds_per_byte=seconds_per_byte, next_due=next_due, last_full=last_full,
               sampling=sampling, costs=costs or ReadCosts())
-    if (p.method == "sampled" and policies_due and policy.policy_hold_budget > 0
+    if (p.method == Method.SAMPLED and policies_due and policy.policy_hold_budget > 0
             and p.hold_seconds <= policy.policy_hold_budget):
-        return replace(p, method="full", reason="policy", max_queries=None)
+        return replace(p, method=Method.FULL, reason=Reason.POLICY, max_queries=None)
     return p
 
 
@@ -288,26 +298,26 @@ def _plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
             if len(costs.holds) == 1 and probed is not None and probed <= policy.hold_budget:
                 # one measured hold over the budget against a probe that says huge pages
                 # keep it under: a second full read confirms before sampling takes over
-                return Plan("full", True, est, now, hold, "cheaper")
+                return Plan(Method.FULL, True, est, now, hold, Reason.CHEAPER)
             full_due = policy.full_interval > 0 and (last_full <= 0  # never read in full
                                                     or now - last_full >= policy.full_interval)
             if full_due:
-                return Plan("full", True, est, now, hold, "interval")
-            return _sampled(est, now, hold, "hold", costs)
+                return Plan(Method.FULL, True, est, now, hold, Reason.INTERVAL)
+            return _sampled(est, now, hold, Reason.HOLD, costs)
         full_known = costs.full_cpu is not None and _fresh(resident_bytes, costs.full_resident)
         sampled_known = (costs.sampled_cpu is not None
                          and _fresh(resident_bytes, costs.sampled_resident))
         if full_known and sampled_known:
             assert costs.sampled_cpu is not None
             if costs.sampled_cpu < est:
-                return _sampled(est, now, hold, "cost", costs)
-            return Plan("full", True, est, now, hold, "cheaper")
+                return _sampled(est, now, hold, Reason.COST, costs)
+            return Plan(Method.FULL, True, est, now, hold, Reason.CHEAPER)
         if full_known and est > PROBE_ABOVE and estimate_sampled_seconds(costs) < est:
-            return _sampled(est, now, hold, "probe", costs)
-        return Plan("full", True, est, now, hold, "cheaper")
+            return _sampled(est, now, hold, Reason.PROBE, costs)
+        return Plan(Method.FULL, True, est, now, hold, Reason.CHEAPER)
     if now + policy.interval / 2 < next_due:  # scans drift by a little: due within half
-        return Plan("full", False, est, next_due, hold, "only")
+        return Plan(Method.FULL, False, est, next_due, hold, Reason.ONLY)
     if policy.process_budget > 0 and est > policy.process_budget:
         skip = min(math.ceil(est / policy.process_budget) - 1, MAX_SKIP_SCANS)
-        return Plan("full", True, est, now + skip * policy.interval, hold, "only")
-    return Plan("full", True, est, now, hold, "only")
+        return Plan(Method.FULL, True, est, now + skip * policy.interval, hold, Reason.ONLY)
+    return Plan(Method.FULL, True, est, now, hold, Reason.ONLY)

@@ -21,12 +21,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from numa_exporter.model.cadence import ReadCosts
+from numa_exporter.model.change_evidence import ProcessCounters
 from numa_exporter.model.counters import ThreadSum
 from numa_exporter.model.detail_level import DetailTrack
 from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.policies import PolicyView
 from numa_exporter.model.sample_memory import SampleMemory
 from numa_exporter.model.snapshot import ProcessSample
+from numa_exporter.model.stages import Placement
 from numa_exporter.model.threads import ThreadReading
 
 
@@ -83,6 +85,14 @@ class ProcessState:
     weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
     # its detail level across scans (the scanner advances it once a scan it is served)
     detail: DetailTrack = field(default_factory=DetailTrack)
+    # the change evidence at the last read (model/change_evidence.py); None: never read
+    counters: ProcessCounters | None = None
+    # the last placement read (served again while the evidence says nothing changed) and
+    # when it was read (monotonic seconds)
+    placed: Placement | None = None
+    placed_at: float = 0.0
+    # sampled reads in a row that the change evidence found nothing changed before
+    quiet_sampled: int = 0
 
     def program_start(self, start_time: float, now: float) -> float:
         """Return when the program now running started (steady seconds): the process's

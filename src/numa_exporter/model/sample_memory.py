@@ -17,9 +17,14 @@ things built on that sample need more than one read:
   panel saw no page change node), the mappings are the same and the resident bytes of a
   kind changed by at most :data:`STABLE_TOTAL`, the node counts of earlier reads are still a
   uniform sample of the same pages: they are added to the fresh one, up to
-  :data:`CARRY_READS` reads' worth, so the per-node bytes of an unmoved process approach
-  the truth read after read. Any change of a kind (a panel page moved, its mappings or its
-  resident bytes changed) drops what that kind carried: the next estimate is a fresh one.
+  :data:`CARRY_READS` reads' worth (and at least :data:`CARRY_FLOOR` samples, so a sparse
+  stratum whose reads find few resident pages each converges too), so the per-node bytes of
+  an unmoved process approach the truth read after read. Any change of a kind (a panel page
+  moved, its mappings or its resident bytes changed) drops what that kind carried: the next
+  estimate is a fresh one. Except growth: where a kind's resident bytes grew and its
+  mappings of the last read all still stand (new mappings, or old ones extended), the
+  ranges of the last read keep their counts for the bytes they held, and only the new
+  ranges are estimated fresh (:func:`grown_part`, :func:`mixed_counts`).
 
 State per process is bounded: at most :data:`PANEL_PAGES` followed pages (10 bytes each)
 and one count per (kind, node).
@@ -32,7 +37,12 @@ from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from numa_exporter.model.sampling import PlacementEstimate, Stratum, StratumResult
+from numa_exporter.model.sampling import (
+    PlacementEstimate,
+    Stratum,
+    StratumResult,
+    sample_size,
+)
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind
 
@@ -46,6 +56,12 @@ PANEL_FILL = 128
 #: At most this many reads' worth of resident samples are carried per kind (older reads
 #: fade out proportionally): the standard error falls by up to sqrt(CARRY_READS + 1).
 CARRY_READS = 16
+#: Resident samples a kind may carry whatever its reads find: the sample size of the default
+#: design (1 % at 95 %, 9,604). A stratum whose reads each find few resident pages (present
+#: pages spread thinly over a big mapping, where PAGEMAP_SCAN cannot narrow it) would else
+#: carry at most CARRY_READS of its few, and its error stay where a few hundred samples put
+#: it (issue 33: 6-11 % of its size over 18 reads on 6.1).
+CARRY_FLOOR = sample_size()
 #: A kind whose resident bytes changed by more than this fraction starts afresh.
 STABLE_TOTAL = 0.005
 #: Host counters of pages migrated by anything (migrate_pages, move_pages, mbind, NUMA
@@ -97,6 +113,9 @@ class SampleMemory:
     counts: dict[Kind, dict[int, float]] = field(default_factory=dict)  # carried samples
     panel: dict[Kind, Panel] = field(default_factory=dict)
     host_migrated: int | None = None  # the host's counter at the last read
+    # the ranges of each kind's stratum at the last read (kinds of at most
+    # MAX_GROWTH_RANGES ranges): what a grown process's unchanged part is
+    ranges: dict[Kind, tuple[tuple[int, int], ...]] = field(default_factory=dict)
     # the last read found its fresh sample at odds with what was carried, or saw pages move:
     # the next read queries the panel whatever the host's counter says
     suspect: bool = False
@@ -108,6 +127,7 @@ class SampleMemory:
     def clear(self) -> None:
         """Forget everything (the process is then read as if for the first time)."""
         self.shapes, self.totals, self.counts, self.panel = {}, {}, {}, {}
+        self.ranges = {}
 
 
 def shape_of(stratum: Stratum) -> int:
@@ -272,20 +292,29 @@ def _allocate(total: int, counts: Mapping[int, float]) -> dict[int, int]:
 def combine(est: PlacementEstimate, carried: Mapping[Kind, Mapping[int, float]],
             reads: int = CARRY_READS) -> tuple[PlacementEstimate, dict[Kind, dict[int, float]]]:
     """Return the estimate with each sampled stratum's fresh node counts added to what it
-    carried (at most ``reads`` times the fresh resident samples; more fades out in
-    proportion), and the counts to carry next. Census strata are exact: nothing added."""
+    carried (at most ``reads`` times the fresh resident samples, or :data:`CARRY_FLOOR` if
+    more; beyond, they fade out in proportion), and the counts to carry next. Census strata
+    are exact: nothing added. A carried count below 0 (none is made here; hostile arithmetic
+    is not trusted) counts as 0, so counts never cancel a fresh sample's bytes away. A
+    stratum whose read found no resident page keeps what it carried."""
     out_bytes = dict(est.bytes)
     results: list[StratumResult] = []
     keep: dict[Kind, dict[int, float]] = {}
     for s in est.strata:
         if s.census or not s.resident or not s.bytes:
+            if not s.census and not s.resident and carried.get(s.kind):
+                # a read that found no resident page of a thin stratum: what it carried
+                # still stands (its bytes are unsampled this once)
+                keep[s.kind] = {n: c for n, c in carried[s.kind].items()
+                                if c > 0 and math.isfinite(c)}
             results.append(s)
             continue
         counts: dict[int, float] = {n: float(c) for n, c in s.node_counts}
         for n, c in carried.get(s.kind, {}).items():
-            counts[n] = counts.get(n, 0.0) + c
+            if c > 0 and math.isfinite(c):
+                counts[n] = counts.get(n, 0.0) + c
         whole = sum(counts.values())
-        limit = (reads + 1) * s.resident
+        limit = max((reads + 1) * s.resident, CARRY_FLOOR)
         if whole > limit:
             counts = {n: c * limit / whole for n, c in counts.items()}
             whole = float(limit)
@@ -299,3 +328,83 @@ def combine(est: PlacementEstimate, carried: Mapping[Kind, Mapping[int, float]],
             sorted((n, round(c)) for n, c in counts.items() if round(c) > 0))))
     return replace(est, bytes={k: v for k, v in out_bytes.items() if v},
                    strata=tuple(results)), keep
+
+
+#: Ranges of one kind whose list is kept for growth (16 bytes each; more: no growth split).
+MAX_GROWTH_RANGES = 4096
+
+
+def _subtract(ranges: Sequence[tuple[int, int]], cut: Sequence[tuple[int, int]]
+              ) -> list[tuple[int, int]]:
+    """Return the parts of sorted, disjoint ``ranges`` outside sorted, disjoint ``cut``."""
+    out: list[tuple[int, int]] = []
+    j = 0
+    for a, b in ranges:
+        while j < len(cut) and cut[j][1] <= a:
+            j += 1
+        k, lo = j, a
+        while k < len(cut) and cut[k][0] < b:
+            if cut[k][0] > lo:
+                out.append((lo, cut[k][0]))
+            lo = max(lo, cut[k][1])
+            k += 1
+        if lo < b:
+            out.append((lo, b))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Growth:
+    """A kind that grew while its earlier mappings stood: ``old`` the ranges of the last
+    read (their pages keep their counts, ``old_bytes`` of them), ``new`` the ranges added
+    since (estimated fresh, ``new_bytes``: what the resident bytes grew by)."""
+
+    old: tuple[tuple[int, int], ...]
+    new: tuple[tuple[int, int], ...]
+    old_bytes: int
+    new_bytes: int
+
+
+def grown_part(memory: SampleMemory, kind: Kind, ranges: Sequence[tuple[int, int]],
+               total: int) -> Growth | None:
+    """Return how ``kind`` grew since the last read (None: it did not grow that way): its
+    resident bytes ``total`` are over :data:`STABLE_TOTAL` above the last read's, it
+    carried counts, every range of the last read lies inside today's ``ranges`` (sorted,
+    disjoint; none unmapped or shrunk: the pages counted then are still there, unless freed
+    inside a mapping, which the fresh sample's test at odds catches) and some range is new
+    (growth inside the old ranges alone cannot be told from a change)."""
+    old = memory.ranges.get(kind)
+    before = memory.totals.get(kind)
+    if (not old or before is None or before <= 0 or total <= before
+            or stable(before, total) or not memory.counts.get(kind)):
+        return None
+    if _subtract(old, ranges):
+        return None  # a range of the last read is gone (in part)
+    new = _subtract(ranges, old)
+    if not new:
+        return None
+    return Growth(tuple(old), tuple(new), before, total - before)
+
+
+def mixed_counts(old: Mapping[int, float], old_bytes: int, new: Mapping[int, float],
+                 new_bytes: int) -> dict[int, float]:
+    """Return counts to carry for a kind of ``old_bytes`` placed by counts ``old`` and
+    ``new_bytes`` placed by counts ``new``: the node shares of the whole, as many samples
+    as the less sampled part supports at its weight (conservative: the whole is never
+    claimed more precise than either part)."""
+    wo, wn = sum(old.values()), sum(new.values())
+    whole = old_bytes + new_bytes
+    if whole <= 0 or (wo <= 0 and wn <= 0):
+        return {}
+    if wo <= 0 or old_bytes <= 0:
+        return dict(new)
+    if wn <= 0 or new_bytes <= 0:
+        return dict(old)
+    fo, fn = old_bytes / whole, new_bytes / whole
+    size = min(wo / fo, wn / fn)
+    out: dict[int, float] = {}
+    for n, c in old.items():
+        out[n] = out.get(n, 0.0) + size * fo * c / wo
+    for n, c in new.items():
+        out[n] = out.get(n, 0.0) + size * fn * c / wn
+    return {n: c for n, c in out.items() if c > 0}

@@ -190,10 +190,14 @@ class StratumResult:
     bytes: int
 
     def remote_fraction(self, home: frozenset[int]) -> float:
-        """Return the fraction of resident samples on nodes outside ``home`` (0 if none)."""
-        if not self.resident:
+        """Return the fraction of resident samples on nodes outside ``home`` (0 if none), in
+        0-1: over the node counts where they sum to more than ``resident`` (counts carried
+        from earlier reads are rounded one by one, so their sum may exceed it)."""
+        whole = max(self.resident, sum(c for _, c in self.node_counts))
+        if whole <= 0:
             return 0.0
-        return sum(c for n, c in self.node_counts if n not in home) / self.resident
+        remote = sum(c for n, c in self.node_counts if n not in home)
+        return min(max(remote / whole, 0.0), 1.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +226,7 @@ class PlacementEstimate:
     #: sparse stratum narrowed to its present runs first; set by the reader)
     path: str = "move_pages"
     #: how the VMA list was read: "text" (the maps text) or "query" (PROCMAP_QUERY; set
-    #: by the reader, readers/maps_frames.py)
+    #: by the reader, readers/sampled/frames.py)
     maps_way: str = "text"
     #: bytes moved per (from, to) node since the previous read, from the pages followed
     #: (model/sample_memory.py); None: no evidence (a first read, or nothing followed)
@@ -251,7 +255,8 @@ class PlacementEstimate:
         share of the estimated bytes, ``r_k`` their sampled remote fraction, ``m_k`` their
         resident samples); census strata contribute nothing. Like any plug-in estimate it is
         0 when every sample of every stratum fell on one side; the design bound
-        (:func:`target_stderr`) is what the sample size guarantees.
+        (:func:`target_stderr`) is what the sample size guarantees. Each variance is
+        clamped at 0 (rounding must not make it negative: ``sqrt`` would raise).
         """
         total = self.total_bytes
         if not total:
@@ -262,23 +267,26 @@ class PlacementEstimate:
                 continue
             w = s.bytes / total
             r = s.remote_fraction(home)
-            var += w * w * r * (1 - r) / s.resident
-        return math.sqrt(var)
+            var += max(w * w * r * (1 - r) / s.resident, 0.0)
+        return math.sqrt(max(var, 0.0))
 
     def node_bytes_stderr(self) -> float:
         """Return the largest standard error (bytes) of the estimated bytes on one node, all
         kinds together: ``sqrt(sum_k B_k^2 p_kn (1 - p_kn) / m_k)`` over the sampled strata
         (``B_k`` their bytes, ``p_kn`` the share of their ``m_k`` resident samples on node
-        ``n``); census strata add nothing. 0 when every sample fell on one node."""
+        ``n``); census strata add nothing. 0 when every sample fell on one node; each
+        variance clamped at 0."""
         var: dict[int, float] = {}
         for s in self.strata:
             if s.census or not s.resident or not s.bytes:
                 continue
             m = sum(c for _, c in s.node_counts) or s.resident
+            if m <= 0:
+                continue
             for n, c in s.node_counts:
-                p = c / m
-                var[n] = var.get(n, 0.0) + s.bytes * s.bytes * p * (1 - p) / m
-        return math.sqrt(max(var.values(), default=0.0))
+                p = min(max(c / m, 0.0), 1.0)
+                var[n] = var.get(n, 0.0) + max(s.bytes * s.bytes * p * (1 - p) / m, 0.0)
+        return math.sqrt(max(max(var.values(), default=0.0), 0.0))
 
 
 @dataclass

@@ -6,6 +6,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from numa_exporter.model.cadence import Method, Reason
+from numa_exporter.model.change_evidence import HostCounters
 from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.hot_memory import DamonStatus, HotMemory
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
@@ -84,7 +86,7 @@ class ProcessSample:
     # when and how the placement was read (a process not read again keeps its last values)
     last_scan_timestamp: float | None = None  # Unix time this process was last read
     next_scan_timestamp: float | None = None  # Unix time of its next planned read
-    method: str = "full"  # "full": numa_maps read; "sampled": move_pages estimate
+    method: Method = Method.FULL  # how the placement was read
     samples: int | None = None  # pages sampled; None for a full read
     remote_ratio_stderr: float | None = None  # standard error of the ratio; None/0 when full
     # how the pages were found: "full" (numa_maps), "move_pages" (sampled over the
@@ -96,7 +98,7 @@ class ProcessSample:
     full_read_cpu: float | None = None
     sampled_read_cpu: float | None = None
     hold_seconds: float | None = None
-    placement_reason: str | None = None  # why the method was chosen (cadence.Reason)
+    placement_reason: Reason | None = None  # why the method was chosen
     unsampled_bytes: int | None = None  # resident bytes a sampled estimate could not place
     # the pod container the process runs in (None: not in one, or the collector is off),
     # the cgroup path it was found by, and what the kubelet assigned that container
@@ -138,6 +140,8 @@ class SystemSample:
     node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
     demotion_enabled: bool | None = None
     weighted_interleave: InterleaveWeights | None = None  # 6.9+; node or binding collector
+    # the host's counters of events that move pages (model/change_evidence.py); None: unread
+    change_counters: HostCounters | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +183,11 @@ class ExporterStats:
     scan_budget: float = 0.0
     # CPU seconds of the last scan by stage (system, select, processes, cgroups), in order
     stage_seconds: tuple[tuple[str, float], ...] = ()
+    # placement reads not made, by reason (unchanged: the change evidence kept the last
+    # read), real reads that verified a kept placement, and those that disagreed with it
+    placement_reads_skipped: dict[str, int] = field(default_factory=dict)
+    evidence_verifications: int = 0
+    evidence_disagreements: int = 0
 
 
 @dataclass(frozen=True, slots=True)

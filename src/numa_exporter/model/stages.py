@@ -21,11 +21,12 @@ from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample
 from numa_exporter.model.thread_binding import ThreadAudit, ThreadCpus
 from numa_exporter.model.threads import ThreadReading
 from numa_exporter.model.tiers.process import ProcessTiers
+from numa_exporter.model.weighted_interleave import weighted_deviation_ratio
 from numa_exporter.parsers.numa_maps import Kind
 
 
 class SampledPlacement(Protocol):
-    """What a sampled reader returns (``readers.sampled_placement`` returns the model's
+    """What a sampled reader returns (``readers/sampled/reader.py`` returns the model's
     ``PlacementEstimate``): estimated bytes per (node, kind) and their precision."""
 
     @property
@@ -124,6 +125,9 @@ class Placement:
     # bytes of weighted-interleave mappings by (policy nodes, node); sampled: the last full
     # read's, while its policy view is current (``model/policies.py``), else none
     weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
+    # True: the last read served again, the change evidence saying nothing changed since
+    # (``model/change_evidence.py``); its movement was counted when it was read
+    kept: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,8 +165,11 @@ class Timing:
 
 def assemble(who: Identity, threads: Threads, placed: Placement, pod: Pod, homing: Homing,
              binding: Binding | None, tiers: ProcessTiers | None, drift: Drift | None,
-             timing: Timing) -> ProcessSample:
-    """Return the sample of one process built from the values of its stages."""
+             timing: Timing, interleave: Mapping[int, int] | None = None) -> ProcessSample:
+    """Return the sample of one process built from the values of its stages: the one way a
+    sample is made. ``interleave``: the host's weighted-interleave node weights (None: not
+    asked for, the binding collector off), from which the deviation of the process's
+    weighted-interleave pages is computed here."""
     mismatches = dict(binding.mismatches) if binding is not None else {}
     est = placed.estimate
     plan = timing.plan
@@ -205,4 +212,6 @@ def assemble(who: Identity, threads: Threads, placed: Placement, pod: Pod, homin
         kubelet=pod.kubelet,
         tiers=tiers,
         thread_audit=homing.audit,
+        weighted_deviation=(weighted_deviation_ratio(placed.weighted_nodes, interleave)
+                            if interleave is not None and placed.weighted_nodes else None),
     )

@@ -26,7 +26,7 @@ from numa_exporter.parsers.kpageflags import parse_kpageflags
 from numa_exporter.parsers.pid_maps import parse_maps_range
 from numa_exporter.parsers.pid_pagemap import parse_pid_pagemap
 from numa_exporter.parsers.pid_pagemap_scan import parse_pagemap_scan
-from numa_exporter.readers.maps_frames import maps_lines
+from numa_exporter.readers.sampled.frames import maps_lines
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Denied, SourceError
 from numa_exporter.sources.procfs import ProcessFiles, ProcFS

@@ -11,21 +11,27 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import structlog
 
 from numa_exporter.config import Config
 from numa_exporter.model.binding import Binding, analyse
-from numa_exporter.model.cadence import Plan
+from numa_exporter.model.cadence import Method, Plan, Reason
+from numa_exporter.model.change_evidence import (
+    HostCounters,
+    Judgement,
+    ProcessCounters,
+    judge,
+)
 from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
 from numa_exporter.model.home import home_for, locality
 from numa_exporter.model.kubernetes import Assignment, kubelet_home, kubelet_mismatches
 from numa_exporter.model.policies import PolicyView, current, scaled
-from numa_exporter.model.process_state import ProcessState, ProcessTable
-from numa_exporter.model.sample_memory import SampleMemory, host_migrated_pages
+from numa_exporter.model.process_state import ProcessKey, ProcessState, ProcessTable
+from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory, host_migrated_pages
 from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample, SystemSample
 from numa_exporter.model.stages import (
     Homing,
@@ -38,11 +44,10 @@ from numa_exporter.model.stages import (
     assemble,
 )
 from numa_exporter.model.thread_binding import ThreadAudit, ThreadCpus, audit, thread_node
-from numa_exporter.model.threads import ThreadReading
+from numa_exporter.model.threads import ThreadReading, thread_weights
 from numa_exporter.model.tiers.host import HostTiers
 from numa_exporter.model.tiers.process import ProcessTiers, process_tiers
 from numa_exporter.model.topology import Topology
-from numa_exporter.model.weighted_interleave import weighted_deviation_ratio
 from numa_exporter.parsers.cpulist import MAX_NODE_ID
 from numa_exporter.parsers.numa_maps import Kind, NumaMaps, fold_nodes
 from numa_exporter.parsers.pid_status import PidStatus
@@ -58,8 +63,10 @@ from numa_exporter.readers.process_files import (
     read_boot_time,
     read_cgroup,
     read_numa_maps,
+    read_resident_pages,
     read_stat,
 )
+from numa_exporter.readers.sampled.reader import SampledRequest
 from numa_exporter.readers.threads import SchedGate, read_affinities, read_threads
 from numa_exporter.scan.select import Candidate, texts
 from numa_exporter.sources.cpu_clock import ProcessCpuClock, same_pid_namespace
@@ -71,10 +78,14 @@ log = structlog.get_logger("numa_exporter.scan.process")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-# Threads that ran fewer clock ticks than this since the last scan, together, are treated as
-# idle for the home: 5 ticks is 50 ms at the usual USER_HZ of 100, the size of the noise a
-# timer tick charged to a waking thread makes (one tick per wake-up that straddles it).
-QUIET_TICKS = 5
+#: A placement served again while the change evidence says nothing changed is verified by a
+#: real read once it is this old (monotonic seconds) ...
+VERIFY_AGE = 300.0
+#: ... at most this many processes a scan (the oldest due first, in the scan's order: the
+#: others wait their turn, so every kept placement is verified within
+#: max(VERIFY_AGE, processes / VERIFY_PER_SCAN scans)).
+VERIFY_PER_SCAN = 2
+UNKNOWN_HOST = HostCounters(None, None, None, None, None, None)
 
 __all__ = ["Placement", "PlacementReader", "ProcessReader", "SampledPlacement",
            "SampledReader"]
@@ -94,20 +105,23 @@ class PlacementReader(Protocol):
 
 
 class SampledReader(Protocol):
-    """Estimates a process's placement without walking its page tables."""
+    """Estimates a process's placement without walking its page tables, and keeps what it
+    learns of each process until the scanner's table drops the process
+    (``readers/sampled/reader.py``)."""
 
-    def __call__(self, files: ProcessFiles, status: PidStatus, *,
-                 max_queries: int | None = None,
-                 deadline: Deadline = NEVER,
-                 memory: SampleMemory | None = None,
-                 host_migrated: int | None = None) -> SampledPlacement:
+    def __call__(self, files: ProcessFiles, status: PidStatus,
+                 request: SampledRequest | None = None) -> SampledPlacement:
         """Return the estimate; raise Gone/Denied/SourceError like a file read.
 
-        At most ``max_queries`` pages are queried; ``deadline`` is checked before each
-        batch of queries (``Expired`` past it). ``memory`` is what earlier reads of the
-        process learned (updated by the read), ``host_migrated`` the host's migrated-pages
-        counter now (None: unknown).
+        At most ``request.max_queries`` pages are queried; its ``deadline`` is checked
+        before each batch of queries (``Expired`` past it). Its ``memory`` is what earlier
+        reads of the process learned (updated by the read), its ``host_migrated`` the
+        host's migrated-pages counter now (None: unknown).
         """
+        ...
+
+    def retain(self, keys: Iterable[ProcessKey]) -> None:
+        """Drop what is kept of every process not among ``keys``."""
         ...
 
 
@@ -134,41 +148,6 @@ def accelerator_cpu_nodes(uses: Iterable[AcceleratorUse], topo: Topology) -> fro
     return frozenset(out)
 
 
-def thread_weights(readings: list[ThreadReading] | None, previous: Mapping[int, ThreadReading],
-                   node_of_cpu: Mapping[int, int],
-                   places: Mapping[int, ThreadCpus] | None = None
-                   ) -> tuple[list[tuple[int, float]], dict[int, int]]:
-    """Return the home weights (node, CPU time since ``previous``) and threads per node.
-
-    A thread counts on the node its mask now confines it to (``places``: its allowed CPUs,
-    read every scan; :func:`~numa_exporter.model.thread_binding.thread_node`), else on its
-    last CPU's. A thread that started since the previous reading is weighted by all of its
-    CPU time (it all happened since). When the threads together ran less than
-    ``QUIET_TICKS`` since the previous reading, that CPU time is tick-sampling noise (a wake-up
-    charged a whole tick would make its thread's node the only home): each thread then
-    weighs by its CPU time since it started, and when none has any, every thread counts once.
-    """
-    by_node: dict[int, int] = {}
-    weights: list[tuple[int, float]] = []
-    lifetime: list[tuple[int, float]] = []
-    places = places or {}
-    for t in readings or ():
-        node = thread_node(places.get(t.tid) or ThreadCpus(t.tid, None, t.processor),
-                           node_of_cpu)
-        if node is None:
-            continue
-        by_node[node] = by_node.get(node, 0) + 1
-        prev = previous.get(t.tid)
-        delta = t.ticks - prev.ticks if prev is not None and t.ticks >= prev.ticks else t.ticks
-        weights.append((node, float(delta)))
-        lifetime.append((node, float(t.ticks)))
-    if sum(w for _, w in weights) < QUIET_TICKS:  # (nearly) nothing ran since the last scan
-        weights = lifetime
-    if not any(w > 0 for _, w in weights):  # nothing ever ran: every thread counts once
-        weights = [(n, 1.0) for n, _ in weights]
-    return weights, by_node
-
-
 def log_sampled(pid: int, est: SampledPlacement) -> None:
     """Log (debug) how a sampled read found the pages, how sure it is and what moved."""
     log.debug("sampled placement", pid=pid, path=est.path, maps=est.maps_way,
@@ -176,6 +155,31 @@ def log_sampled(pid: int, est: SampledPlacement) -> None:
               node_bytes_stderr=round(est.node_bytes_stderr()),
               moved=({f"{a}->{b}": v for (a, b), v in est.moved.items()}
                      if est.moved is not None else None))
+
+
+def process_counters(cand: Candidate, host: HostCounters | None) -> ProcessCounters:
+    """Return the change evidence of a candidate now: its faults (``stat``), resident sizes
+    (``status``) and the host's counters (None: unread)."""
+    st = cand.status
+    return ProcessCounters(cand.stat.faults if cand.stat is not None else None,
+                           (st.vm_rss, st.rss_anon, st.rss_file, st.rss_shmem, st.hugetlb),
+                           host or UNKNOWN_HOST)
+
+
+@dataclass(slots=True)
+class EvidenceCounts:
+    """What the change evidence saved and how often a verification disagreed, since start.
+
+    ``skipped``: placement reads not made, by reason (``unchanged``: the evidence said the
+    last read stands); ``verified``: real reads made to check a placement the evidence
+    would have kept; ``disagreed``: those whose full read differed from the kept one while
+    the process's own counters stayed the same across the read; ``left``: verifications
+    left this scan (set by the scanner)."""
+
+    skipped: dict[str, int] = field(default_factory=dict)
+    verified: int = 0
+    disagreed: int = 0
+    left: int = VERIFY_PER_SCAN
 
 
 class ProcessReader:
@@ -210,6 +214,7 @@ class ProcessReader:
         # thread masks by sched_getaffinity where the root is our own PID namespace
         self.affinity_syscall = same_pid_namespace(proc.root)
         self._host: tuple[object, object, HostTiers] | None = None
+        self.evidence = EvidenceCounts()
 
     # --- stage 1: identity ---------------------------------------------------------------
     def identity(self, cand: Candidate) -> Identity | None:
@@ -330,25 +335,81 @@ class ProcessReader:
 
     def placement(self, cand: Candidate, st: ProcessState, plan: Plan | None,
                   deadline: Deadline, t0: float, mono: float,
-                  host_migrated: int | None = None) -> Placement:
+                  host_migrated: int | None = None,
+                  judged: Judgement | None = None) -> Placement:
         """Return where the process's pages are, by the planned method, and record what the
         read cost in the process's costs (``t0``: when the process's read began).
 
+        Where the change evidence ``judged`` says nothing changed since the last read, that
+        read is served again where it was made by the planned reader (not a read of memory
+        policies that are due; a new plan is read once by its reader) and, for a sampled
+        one, after :data:`CARRY_READS` sampled reads in a row that found nothing changed
+        (its carried counts have converged as far as they go), unless it is
+        :data:`VERIFY_AGE` old and a verification is left this scan: then it is read and
+        compared (:meth:`verify`).
+
         Raises the read's SourceError (a denied read marks the process denied) or Expired.
         """
+        verifying: Placement | None = None
+        method = plan.method if plan is not None else Method.FULL
+        unchanged = judged is not None and judged.unchanged
+        if (unchanged and st.placed is not None and st.placed.method == method
+                and (method == Method.FULL or st.quiet_sampled >= CARRY_READS)
+                and (plan is None or plan.reason != "policy")):
+            if mono - st.placed_at < VERIFY_AGE or self.evidence.left <= 0:
+                skipped = self.evidence.skipped
+                skipped["unchanged"] = skipped.get("unchanged", 0) + 1
+                return st.placed
+            self.evidence.left -= 1
+            verifying = st.placed
+        placed = self.read_placement(cand, st, plan, deadline, t0, mono, host_migrated,
+                                     faulted=judged is None or not judged.quiet_process)
+        if verifying is not None:
+            self.verify(cand, verifying, placed)
+        st.placed = replace(placed, kept=True)  # served again, it is no new read
+        st.placed_at = mono
+        st.quiet_sampled = st.quiet_sampled + 1 if unchanged and placed.estimate else 0
+        return placed
+
+    def verify(self, cand: Candidate, kept: Placement, read: Placement) -> None:
+        """Count a verification of a kept placement against the one just read, and a
+        disagreement where both are full reads, they differ, and the process's faults and
+        resident size are the same after the read as before it (else it changed while
+        read: no verdict)."""
+        self.evidence.verified += 1
+        if kept.method != "full" or read.method != "full" or kept.bytes == read.bytes:
+            return
+        try:
+            after = read_stat(cand.files, self.errors)
+            pages = read_resident_pages(cand.files)
+        except SourceError:
+            return
+        before = cand.stat
+        if (after is None or before is None or after.faults != before.faults
+                or pages is None or pages * PAGE_SIZE != cand.status.vm_rss):
+            return
+        self.evidence.disagreed += 1
+        log.info("change evidence disagreed: a placement it kept differs from a read",
+                 pid=cand.pid, kept=sum(kept.bytes.values()), read=sum(read.bytes.values()))
+
+    def read_placement(self, cand: Candidate, st: ProcessState, plan: Plan | None,
+                       deadline: Deadline, t0: float, mono: float,
+                       host_migrated: int | None = None, faulted: bool = True) -> Placement:
+        """Return where the process's pages are, read by the planned method, and record the
+        read's cost (see :meth:`placement`; ``faulted``: see :meth:`place`)."""
         hold = HoldMeter(self.cpu)
         c0 = self.cpu()
         try:
-            placed = self.place(cand, st, plan, deadline, hold, host_migrated)
+            placed = self.place(cand, st, plan, deadline, hold, host_migrated, faulted)
         except Denied:
             st.denied = True
             raise
         cpu = self.cpu() - c0
         placed = self.policies(placed, st, cand.resident, mono)
-        if placed.method == "full" and plan is not None and plan.reason == "policy":
+        if placed.method == Method.FULL and plan is not None and plan.reason == Reason.POLICY:
             st.costs = st.costs.record_policy_read(hold=hold.longest,
                                                    mappings=placed.mappings, now=mono)
-        elif placed.method == "full":
+        elif placed.method == Method.FULL:
             st.costs = st.costs.record_full(cpu=cpu, elapsed=self.clock() - t0,
                                             resident=cand.resident, hold=hold.longest,
                                             mappings=placed.mappings, now=mono)
@@ -362,25 +423,27 @@ class ProcessReader:
 
     def place(self, cand: Candidate, st: ProcessState, plan: Plan | None,
               deadline: Deadline = NEVER, hold: HoldMeter | None = None,
-              host_migrated: int | None = None) -> Placement:
+              host_migrated: int | None = None, faulted: bool = True) -> Placement:
         """Return where the process's pages are, by the planned method (full without one).
 
         A sampled estimate carries no memory policies (only numa_maps shows them): see
         :meth:`policies`. It uses and updates what the process's earlier sampled reads
-        learned (``st.sampled``), with the host's migrated-pages counter ``host_migrated``.
+        learned (``st.sampled``), with the host's migrated-pages counter ``host_migrated``
+        and ``faulted``: whether the process took a fault or changed size since its last
+        read (True: or unknown).
         """
         files = cand.files
-        if plan is not None and plan.method == "sampled" and self.sampled is not None:
+        if plan is not None and plan.method == Method.SAMPLED and self.sampled is not None:
             if st.sampled is None:
                 st.sampled = SampleMemory()
-            est = self.sampled(files, cand.status, max_queries=plan.max_queries,
-                               deadline=deadline, memory=st.sampled,
-                               host_migrated=host_migrated)
+            est = self.sampled(files, cand.status, SampledRequest(
+                key=st.key, max_queries=plan.max_queries, deadline=deadline,
+                memory=st.sampled, host_migrated=host_migrated, faulted=faulted))
             log_sampled(cand.pid, est)
             if est.parse_errors:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
             memory = self.known_nodes(est.bytes, f"{files.path}/maps")
-            return Placement(memory, {}, {}, 0, "sampled", est, policies_known=False)
+            return Placement(memory, {}, {}, 0, Method.SAMPLED, est, policies_known=False)
         maps = self.placement_reader(files, deadline, hold)
         if maps.error_count:
             first = maps.errors[0] if maps.errors else None
@@ -393,7 +456,7 @@ class ProcessReader:
         st.sampled = None
         st.weighted_nodes = dict(maps.weighted_nodes)
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
-                         maps.off_policy_bytes, "full", mappings=maps.mappings,
+                         maps.off_policy_bytes, Method.FULL, mappings=maps.mappings,
                          weighted_nodes=maps.weighted_nodes)
 
     def policies(self, placed: Placement, st: ProcessState, resident: int, now: float
@@ -401,7 +464,7 @@ class ProcessReader:
         """Return ``placed`` with the memory policies its sample carries: a full read's own
         (kept as the process's policy view), else the standing view's applied to the
         sampled bytes, else none and ``policies_known`` False (``model/policies.py``)."""
-        if placed.method == "full":
+        if placed.method == Method.FULL:
             st.policies = PolicyView(placed.policy_bytes, placed.policy_nodes,
                                      placed.off_policy_bytes, sum(placed.bytes.values()),
                                      resident, now)
@@ -544,13 +607,13 @@ class ProcessReader:
         mismatches.update(kubelet_mismatches(kubelet, homing.node_bytes, thread_nodes))
         return replace(binding, mismatches=mismatches)
 
-    def weighted_deviation(self, system: SystemSample, pl: Placement) -> float | None:
-        """Return how far the split of the process's weighted-interleave pages is from the
-        node weights (None with the binding collector off, without weights or such pages)."""
+    def interleave_weights(self, system: SystemSample) -> Mapping[int, int] | None:
+        """Return the weighted-interleave node weights a sample's deviation is computed
+        from (None with the binding collector off or without weights)."""
         wi = system.weighted_interleave
-        if not self.config.enabled("binding") or wi is None or not pl.weighted_nodes:
+        if not self.config.enabled("binding") or wi is None:
             return None
-        return weighted_deviation_ratio(pl.weighted_nodes, wi.weights)
+        return wi.weights
 
     # --- stage 7: tiers, accessors, faults -----------------------------------------------
     def host(self, system: SystemSample) -> HostTiers | None:
@@ -606,8 +669,9 @@ class ProcessReader:
         est = placed.estimate
         return st.drift.observe(self.table.rule, age, who.rss_bytes, homing.node_bytes,
                                 homing.locality.remote_ratio, host_migrated=host_migrated,
-                                moved=est.moved if est is not None else None,
-                                exact=est is None)
+                                moved=est.moved if est is not None and not placed.kept
+                                else None,
+                                exact=est is None, page_size=PAGE_SIZE)
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
@@ -626,10 +690,15 @@ class ProcessReader:
         if who is None:
             return None
         st = self.table.get(cand.key)
-        host_migrated = host_migrated_pages(system.vmstat)
+        host = system.change_counters
+        host_migrated = (host.migrated if host is not None
+                         else host_migrated_pages(system.vmstat))
+        counters = process_counters(cand, host)
+        judged = judge(st.counters, counters)
         try:
             threads = self.threads(cand.files, st, deadline)
-            placed = self.placement(cand, st, plan, deadline, t0, now.mono, host_migrated)
+            placed = self.placement(cand, st, plan, deadline, t0, now.mono, host_migrated,
+                                    judged)
             found = self.texts(cand)
             uses = self.accelerators(cand, found, deadline)
         except Expired:
@@ -640,16 +709,15 @@ class ProcessReader:
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
         tiers = self.tiers(system, homing, cand.status, threads)
         drift = self.drift(st, who, homing, now, placed, host_migrated)
+        st.counters = counters
         st.reads += 1
         st.abandoned = 0
         next_due = plan.next_due if plan is not None else None
         timing = Timing(self.clock() - t0, now.wall,
                         now.wall_of(next_due) if next_due is not None else now.wall,
                         plan, st.costs)
-        sample = assemble(who, threads, placed, pod, homing, binding, tiers, drift, timing)
-        deviation = self.weighted_deviation(system, placed)
-        if deviation is not None:
-            sample = replace(sample, weighted_deviation=deviation)
+        sample = assemble(who, threads, placed, pod, homing, binding, tiers, drift, timing,
+                          self.interleave_weights(system))
         if next_due is not None:
             st.costs = replace(st.costs, next_due=next_due)
         st.last = sample

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import structlog
 
 from numa_exporter.config import Config
-from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts
+from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts, Reason
 from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.detail_level import DetailTrack, assign, rule_of
 from numa_exporter.model.drift import WarmupRule
@@ -57,6 +57,7 @@ from numa_exporter.readers.weighted_interleave import read_weighted_interleave
 from numa_exporter.scan.damon import HotMemoryMonitor, join_hot
 from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
+    VERIFY_PER_SCAN,
     PlacementReader,
     ProcessReader,
     SampledReader,
@@ -70,6 +71,7 @@ from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.rootfs import RootFS
 from numa_exporter.sources.sysfs import (
     DeviceNumberSysFS,
+    KsmSysFS,
     MemoryTierSysFS,
     NodeSysFS,
     WeightedInterleaveSysFS,
@@ -117,6 +119,7 @@ class Scanner:
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.memory_tiers = MemoryTierSysFS(config.roots.sysfs)
         self.weights = WeightedInterleaveSysFS(config.roots.sysfs)
+        self.ksm = KsmSysFS(config.roots.sysfs)
         self.system_tiers = SystemTiers()
         self.clock = clock
         self.wall = wall
@@ -172,6 +175,7 @@ class Scanner:
                 self.proc, self.nodes, self.topology, self.errors,
                 vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
                 balancing=cfg.enabled("balancing"),
+                ksm=self.ksm if cfg.enabled("process") else None,
             )
         except Exception as exc:  # a parser bug: serve the processes without system counters
             self.errors.bug("system", str(self.proc.root), exc)
@@ -287,7 +291,7 @@ class Scanner:
                            cand.resident, self.config.policy_interval)
         p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident, sampling=sampling,
                        policies_due=due)
-        if p.reason == "hold" and self._probed(cand, now, deadline):
+        if p.reason == Reason.HOLD and self._probed(cand, now, deadline):
             costs = self.table.get(cand.key).costs
             p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident,
                            sampling=sampling, policies_due=due)
@@ -382,6 +386,9 @@ class Scanner:
         listed: frozenset[int] | None = None
         self._begin_kubernetes(system)
         first, self.state.pending = self.state.pending, []  # this scan's leftovers go here
+        evidence = self.reader.evidence
+        evidence.left = VERIFY_PER_SCAN
+        before = (sum(evidence.skipped.values()), evidence.verified, evidence.disagreed)
         if cfg.enabled("process"):
             cands: list[Candidate] = []
             try:
@@ -408,6 +415,8 @@ class Scanner:
         if listed is not None:
             self.table.retain(listed)
             self.proc.retain(listed)
+        if self.reader.sampled is not None:  # its kept state goes with the table's
+            self.reader.sampled.retain(st.key for st in self.table)
         self.state.scans += 1
         self._once_notes(system, states, len(samples))
         duration = self.clock() - t0
@@ -415,6 +424,9 @@ class Scanner:
         fields: dict[str, object] = {f"cpu_{k}": round(v, 5) for k, v in stages.seconds()}
         if states[Outcome.DENIED]:
             fields["hint"] = DENIED_HINT
+        fields["placement_kept"] = sum(evidence.skipped.values()) - before[0]
+        fields["verified"] = evidence.verified - before[1]
+        fields["disagreed"] = evidence.disagreed - before[2]
         log.info("scan", processes=states[Outcome.SCANNED], kept=states[Outcome.KEPT],
                  skipped=states[Outcome.SKIPPED], denied=states[Outcome.DENIED],
                  gone=states[Outcome.GONE],
@@ -463,6 +475,9 @@ class Scanner:
             read_times=st.read_times.freeze(),
             scan_interval=self.config.scan_interval,
             scan_budget=self.config.scan_budget,
+            placement_reads_skipped=dict(self.reader.evidence.skipped),
+            evidence_verifications=self.reader.evidence.verified,
+            evidence_disagreements=self.reader.evidence.disagreed,
         )
 
 

@@ -8,7 +8,7 @@ much to read as 60,000 anonymous mappings (70.7 against 21.9 ms here). The ioctl
 and inode, and its name only when asked; it is answered under the same permission check as
 the text (``PTRACE_MODE_READ`` at open). A kernel before 6.11 answers ``ENOTTY``:
 :class:`MapsQueryUnsupported`, and the caller reads the text. The loop itself is compiled
-(``readers/_sampled_fast.c``, ``query_frame``); this module opens the descriptor and
+(``readers/sampled/_sampled_fast.c``, ``query_frame``); this module opens the descriptor and
 classifies what fails.
 """
 

@@ -1,5 +1,7 @@
 """``PAGEMAP_SCAN`` (Linux 6.7+): the present page ranges of another process's mapping, and
-the categories of single pages (:func:`scan_pages`: present, huge).
+the categories of single pages (:func:`scan_pages`: present, huge); and, where the kernel
+has no PAGEMAP_SCAN, the ``pagemap`` entries of a range read as they are
+(:class:`PagemapRead`).
 
 An ``ioctl`` on ``/proc/<pid>/pagemap`` (``fs/proc/task_mmu.c``, ``do_pagemap_scan``)
 walks the page tables of ``[start, end)`` and returns the runs of pages that have the asked
@@ -98,6 +100,52 @@ class PagemapScan:
         n = max(0, min(n, VEC_LEN))
         out = [(v[3 * i], v[3 * i + 1]) for i in range(n)]
         return out, max(min(walk_end, end), start)
+
+
+#: Entries one :meth:`PagemapRead.entries` call reads at most (128 MiB of 4 KiB pages: 256 KiB).
+READ_PAGES = 32_768
+
+
+class PagemapRead:
+    """An open ``pagemap`` of one process read by entries (8 bytes per virtual page): what
+    finds a mapping's present pages where PAGEMAP_SCAN is missing (before Linux 6.7). The
+    kernel (``pagemap_read``) walks the page tables of each 2 MiB of the range under its
+    own hold of the target's mmap lock, so a hold stays short whatever is read; the cost is
+    per virtual page (about 4.5 ms of CPU per GiB of 4 KiB pages measured, holes included).
+
+    Raises the classified SourceError of the open (Gone, Denied, ...)."""
+
+    def __init__(self, mm_dir: Path | str) -> None:
+        path = f"{mm_dir}/pagemap"
+        try:
+            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as err:
+            raise classify(SOURCE, path, err) from err
+        self._path = path
+        self.calls = 0
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> PagemapRead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def entries(self, first_page: int, pages: int) -> bytes:
+        """Return the entries of ``pages`` (at most :data:`READ_PAGES`) virtual pages from
+        page number ``first_page`` (short or empty past the end of the address space).
+        Raises the classified OSError."""
+        try:
+            data = os.pread(self._fd, max(min(pages, READ_PAGES), 0) * 8, first_page * 8)
+        except OSError as err:
+            raise classify(SOURCE, self._path, err) from err
+        self.calls += 1
+        return data
 
 
 #: Bytes of one ``struct page_region`` (start, end, categories).

@@ -283,3 +283,24 @@ class DeviceNumberSysFS:
         if name not in ("numa_node", "local_cpulist"):
             raise ValueError(f"not a PCI locality attribute: {name!r}")
         return read_optional(device / name, "pci_" + name)
+
+
+#: KSM's files that change with each merge, unmerge or pass of ksmd (mm/ksm.c).
+KSM_FILES = ("run", "pages_shared", "pages_sharing", "full_scans")
+
+
+class KsmSysFS:
+    """KSM's counters (``/sys/kernel/mm/ksm``) of one sysfs root."""
+
+    def __init__(self, sysfs: Path) -> None:
+        self.root = sysfs / "kernel" / "mm" / "ksm"
+
+    def run(self) -> bytes | None:
+        """Return the bytes of ``run``; None where KSM is absent (a kernel without it).
+        Raises the SourceError of the read."""
+        return read_optional(self.root / "run", "ksm")
+
+    def files(self, names: tuple[str, ...] = KSM_FILES[1:]) -> dict[str, bytes]:
+        """Return the bytes of each named file of the folder. Raises the SourceError of a
+        read (a file missing from a folder that has ``run`` is one)."""
+        return {name: read_small(self.root / name, "ksm") for name in names}

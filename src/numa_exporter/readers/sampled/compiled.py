@@ -26,7 +26,7 @@ from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.move_pages import MovePages, classify_errno
 
 try:  # optional: `pip install .` without a compiler skips it
-    from numa_exporter.readers import _sampled_fast
+    from numa_exporter.readers.sampled import _sampled_fast
 except ImportError:  # pragma: no cover - depends on the build
     _sampled_fast = None  # type: ignore[assignment]
 

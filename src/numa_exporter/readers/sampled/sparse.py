@@ -14,20 +14,35 @@ Unbiased: the sample is uniform over the pages of the new ranges; conditioned on
 resident (pages that left between the scan and the query are not samples, as before), a
 page is uniform over the resident pages of the ranges, and every resident page of the
 stratum is in them (a page that became resident after the scan is missed: the scan is
-taken right before the queries). Without PAGEMAP_SCAN (kernels before 6.7) the strata stay
-as they are.
+taken right before the queries).
+
+Without PAGEMAP_SCAN (kernels before 6.7), the present runs are found from the ``pagemap``
+entries themselves (:class:`~numa_exporter.sources.pagemap_scan.PagemapRead`, 8 bytes per
+virtual page: the cost is per virtual page, not per present one), at most
+:data:`READ_CALLS` reads of 128 MiB of 4 KiB pages per read, ranges of at most
+:data:`READ_MAX_RANGE` only (a bigger one stays virtual, as before). The part of a range
+not read yet stays in the stratum, drawn uniformly as before (never set aside), so the
+estimate is never worse than without the runs: a sparse static mapping's draws land on its
+present pages more often read after read, and its followed pages (``memory.py``) are
+drawn from them too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from numa_exporter.model.sampling import PlacementEstimate, Stratum, make_stratum
 from numa_exporter.parsers.numa_maps import Kind
+from numa_exporter.parsers.pid_pagemap import present_runs
 from numa_exporter.sources.errors import SourceError
-from numa_exporter.sources.pagemap_scan import PagemapScan, PagemapScanUnsupported
+from numa_exporter.sources.pagemap_scan import (
+    READ_PAGES,
+    PagemapRead,
+    PagemapScan,
+    PagemapScanUnsupported,
+)
 
 #: (start, end, max_pages) -> (present ranges found by one call, where the walk stopped).
 PresentFn = Callable[[int, int, int], tuple[list[tuple[int, int]], int]]
@@ -55,12 +70,18 @@ MAX_CALLS = int(HOLD_BUDGET_S / CALL_HOLD_S)
 MAX_RANGES = 16_384
 #: Present runs kept per scanned range (beyond, joined across their smallest gaps), ranges
 #: scanned per process (beyond, a range stays virtual) and runs kept in all (the processes
-#: scanned longest ago go first): bounds what :data:`SCANS` holds (~120 bytes a run).
+#: scanned longest ago go first): bounds what a :class:`ScanCache` holds (~120 bytes a run).
 MAX_RUNS = 1 << 16
 MAX_SCANNED_RANGES = 32
 MAX_KEPT_RUNS = 1 << 18
 #: Processes whose scan state is kept (the oldest goes first).
 MAX_PROCESSES = 256
+#: Without PAGEMAP_SCAN: ``pagemap`` reads per sampled read (each of at most 128 MiB of 4 KiB
+#: pages; 8 reads, 1 GiB of virtual pages, cost ~4.5 ms of CPU measured, each mmap-lock hold
+#: of the kernel's 2 MiB walk short), and the largest range read (a pass over it within 64
+#: reads; a bigger one stays virtual).
+READ_CALLS = 8
+READ_MAX_RANGE = 64 << 30
 
 
 def is_sparse(stratum: Stratum, resident: int) -> bool:
@@ -93,22 +114,34 @@ ScanState = dict[tuple[int, int], RangeScan]
 
 
 class ScanCache:
-    """The :class:`ScanState` of each pid, kept between reads: a range is scanned on where
+    """The :class:`ScanState` of each process (keyed by its identity, see
+    ``readers/sampled/reader.py``), kept between reads: a range is scanned on where
     the last read stopped, and its runs are reused while the range (its start and end in
-    ``maps``) is unchanged. Bounded: :data:`MAX_PROCESSES` pids, :data:`MAX_KEPT_RUNS`
-    runs in all, :data:`MAX_RUNS` a range, :data:`MAX_SCANNED_RANGES` ranges a pid."""
+    ``maps``) is unchanged. ``usable`` says whether PAGEMAP_SCAN worked here (None: not tried
+    yet; a kernel without it is asked once, not every read). Bounded: :data:`MAX_PROCESSES`
+    processes, :data:`MAX_KEPT_RUNS`
+    runs in all, :data:`MAX_RUNS` a range, :data:`MAX_SCANNED_RANGES` ranges a process."""
 
     def __init__(self, max_entries: int = MAX_PROCESSES, max_runs: int = MAX_KEPT_RUNS
                  ) -> None:
         self.max_entries = max_entries
         self.max_runs = max_runs
-        self._states: dict[int, ScanState] = {}
+        self.usable: bool | None = None
+        self._states: dict[Hashable, ScanState] = {}
 
-    def state(self, pid: int) -> ScanState:
-        """Return the scan state of ``pid`` (a new, empty one the first time), the newest;
-        the oldest others go while more than ``max_entries`` pids or ``max_runs`` runs
-        are kept."""
-        got = self._states.pop(pid, None)
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def retain(self, keys: frozenset[Hashable]) -> None:
+        """Forget the scans of every process whose key is not in ``keys``."""
+        for key in [k for k in self._states if k not in keys]:
+            del self._states[key]
+
+    def state(self, key: Hashable) -> ScanState:
+        """Return the scan state of process ``key`` (a new, empty one the first time), the
+        newest; the oldest others go while more than ``max_entries`` processes or
+        ``max_runs`` runs are kept."""
+        got = self._states.pop(key, None)
         if self.max_entries <= 0:
             return {}
         got = {} if got is None else got
@@ -117,7 +150,7 @@ class ScanCache:
                                 or runs + _runs(got) > self.max_runs):
             oldest = self._states.pop(next(iter(self._states)))
             runs -= _runs(oldest)
-        self._states[pid] = got
+        self._states[key] = got
         return got
 
     def runs(self) -> int:
@@ -128,9 +161,6 @@ class ScanCache:
 def _runs(state: ScanState) -> int:
     """Return the present runs ``state`` keeps."""
     return sum(len(r.runs) for r in state.values())
-
-
-SCANS = ScanCache()
 
 
 class Narrowed(NamedTuple):
@@ -225,14 +255,16 @@ def _scan_on(rs: RangeScan, present: PresentFn, calls: int, page: int, resident:
 
 
 def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
-           state: ScanState | None = None) -> Narrowed:
+           state: ScanState | None = None, keep_tail: bool = False,
+           max_range: int | None = None) -> Narrowed:
     """Return the stratum with its ranges of at least :data:`MIN_RANGE` replaced by their
     present runs (:class:`Narrowed`), scanning on from where ``state`` (this process's,
     updated; None: start afresh) stood, the biggest range first, with at most ``calls``
     calls of ``present`` in all, until the stratum is no longer sparse for ``resident``
     bytes. A range's part never scanned is left out of the stratum when the range alone is
     over :data:`SPARSE_FACTOR` times ``resident`` (a reservation: uniform draws there land
-    on nothing), else it stays virtual. The stratum is returned as it was when no page at
+    on nothing), else, or with ``keep_tail``, it stays virtual. Ranges over ``max_range``
+    bytes (None: any) are not scanned. The stratum is returned as it was when no page at
     all would be left in it."""
     ps = stratum.page_size
     spans = _spans(stratum)
@@ -244,6 +276,8 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
     virtual = stratum.pages * ps
     for i in big:
         a, b = spans[i]
+        if max_range is not None and b - a > max_range:
+            continue
         rs = kept.get((a, b))
         if rs is None and (used >= calls or virtual <= SPARSE_FACTOR * resident
                            or len(kept) >= MAX_SCANNED_RANGES):
@@ -256,7 +290,7 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
         tail: list[tuple[int, int]] = []
         if not rs.passes and rs.pos < b:
             got = [(x, min(y, rs.pos)) for x, y in got if x < rs.pos]
-            if b - a > SPARSE_FACTOR * resident:
+            if b - a > SPARSE_FACTOR * resident and not keep_tail:
                 unscanned += b - rs.pos
             else:
                 tail = [(rs.pos, b)]
@@ -274,11 +308,13 @@ def narrow(stratum: Stratum, present: PresentFn, calls: int, resident: int,
 
 def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
                   present: PresentFn, calls: int = MAX_CALLS,
-                  state: ScanState | None = None
+                  state: ScanState | None = None, keep_tail: bool = False,
+                  max_range: int | None = None
                   ) -> tuple[dict[Kind, Stratum], int, dict[Kind, Unscanned]]:
     """Return the strata with the sparse ones narrowed (same kinds, same order), the calls
     of ``present`` made (at most ``calls`` in all), and, per kind with a part not scanned
-    yet, what was left out and what was found (see :func:`narrow`)."""
+    yet, what was left out and what was found (see :func:`narrow`, which ``keep_tail`` and
+    ``max_range`` are passed to)."""
     out: dict[Kind, Stratum] = {}
     used = 0
     unscanned: dict[Kind, Unscanned] = {}
@@ -288,7 +324,8 @@ def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
             del state[key]  # the mapping changed: what was found there is stale
     for kind, s in strata.items():
         if is_sparse(s, totals.get(kind, 0)):
-            got = narrow(s, present, max(calls - used, 0), totals.get(kind, 0), state)
+            got = narrow(s, present, max(calls - used, 0), totals.get(kind, 0), state,
+                         keep_tail, max_range)
             used += got.calls
             s = got.stratum
             if got.unscanned:
@@ -297,34 +334,55 @@ def narrow_strata(strata: dict[Kind, Stratum], totals: dict[Kind, int],
     return out, used, unscanned
 
 
-class _Availability:
-    """Whether PAGEMAP_SCAN worked here (None: not tried yet); a kernel without it is asked
-    once, not every read."""
-
-    usable: bool | None = None
+def pagemap_present(pagemap: PagemapRead, page_size: int) -> PresentFn:
+    """Return a :data:`PresentFn` over ``pagemap``'s entries (``page_size``: the base page
+    the entries are of): one read of at most :data:`READ_PAGES` entries per call, whatever
+    the present pages it finds (``max_pages`` is not needed: the read bounds itself)."""
+    def present(start: int, end: int, max_pages: int) -> tuple[list[tuple[int, int]], int]:
+        first = start // page_size
+        want = min(-(-(end - first * page_size) // page_size), READ_PAGES)
+        data = pagemap.entries(first, want)
+        runs = [(a * page_size, b * page_size) for a, b in present_runs(data, first)]
+        walk_end = (first + len(data) // 8) * page_size
+        return runs, max(min(walk_end, end), start)
+    return present
 
 
 def narrowed(mm_dir: str, strata: dict[Kind, Stratum], totals: dict[Kind, int],
-             state: ScanState | None = None
+             scans: ScanCache, state: ScanState | None = None, page_size: int = 4096,
+             fallback: bool = True
              ) -> tuple[dict[Kind, Stratum], dict[Kind, Unscanned]]:
     """Return ``strata`` with the sparse ones narrowed to their present runs through the
-    ``pagemap`` of ``mm_dir`` (scanning on from ``state``, the process's kept scan), and
-    the unscanned bytes left out per kind; unchanged (and none left out) where none is
-    sparse, PAGEMAP_SCAN is missing or the process cannot be scanned (the page queries
-    then say Gone or Denied themselves)."""
-    if _Availability.usable is False or not any(
-            is_sparse(s, totals.get(k, 0)) for k, s in strata.items()):
+    ``pagemap`` of ``mm_dir`` (scanning on from ``state``, the process's kept scan; whether
+    the kernel has PAGEMAP_SCAN is kept in ``scans``), and the unscanned bytes left out per
+    kind. Without PAGEMAP_SCAN and with ``fallback``, the runs are read from the
+    ``pagemap`` entries (of ``page_size`` pages; nothing is left out: module docstring).
+    Unchanged (and none left out) where none is sparse, or neither way can be used or the
+    process cannot be scanned (the page queries then say Gone or Denied themselves)."""
+    if not any(is_sparse(s, totals.get(k, 0)) for k, s in strata.items()):
+        return strata, {}
+    if scans.usable is not False:
+        try:
+            with PagemapScan(mm_dir) as scan:
+                got, _, unscanned = narrow_strata(strata, totals, scan.present,
+                                                  state=state)
+        except PagemapScanUnsupported:
+            scans.usable = False
+        except SourceError:
+            return strata, {}
+        else:
+            scans.usable = True
+            return got, unscanned
+    if not fallback:
         return strata, {}
     try:
-        with PagemapScan(mm_dir) as scan:
-            got, _, unscanned = narrow_strata(strata, totals, scan.present, state=state)
-    except PagemapScanUnsupported:
-        _Availability.usable = False
-        return strata, {}
+        with PagemapRead(mm_dir) as pagemap:
+            got, _, _ = narrow_strata(strata, totals, pagemap_present(pagemap, page_size),
+                                      calls=READ_CALLS, state=state, keep_tail=True,
+                                      max_range=READ_MAX_RANGE)
     except SourceError:
         return strata, {}
-    _Availability.usable = True
-    return got, unscanned
+    return got, {}
 
 
 def set_aside(est: PlacementEstimate, unscanned: dict[Kind, Unscanned],

@@ -24,14 +24,14 @@ import itertools
 import math
 import time
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
 from numa_exporter.model.sampling import Stratum, build_strata, largest_mapping
 from numa_exporter.parsers.numa_maps import Kind
 from numa_exporter.parsers.pid_maps import parse_pid_maps
-from numa_exporter.readers import sampled_compiled
+from numa_exporter.readers.sampled import compiled as sampled_compiled
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import ReadFailed
 from numa_exporter.sources.maps_query import MapsQueryUnsupported
@@ -52,12 +52,6 @@ class Way(Enum):
 
     TEXT = "text"
     QUERY = "query"
-
-
-class _Usable:
-    """Whether this kernel answers PROCMAP_QUERY (None: not asked yet)."""
-
-    query: bool | None = None
 
 
 def maps_lines(files: ProcessFiles) -> Iterator[bytes]:
@@ -140,7 +134,7 @@ class Costs:
 
 @dataclass(slots=True)
 class _Kept:
-    """One pid's last frame, the text it came from (None: read by the ioctl), its known
+    """One process's last frame, the text it came from (None: read by the ioctl), its known
     records and its read costs."""
 
     text: bytes | None
@@ -155,12 +149,15 @@ class _Kept:
 
 
 class FrameCache:
-    """The last frame per pid, reused while the process's VMA list is the same: the list is
+    """The last frame per process (keyed by its identity, see ``readers/sampled/reader.py``),
+    reused while the process's VMA list is the same: the list is
     still read each time (no page walk), but not made strata again. A process of many
     threads has a mapping per thread stack, one of many memfds a mapping per file; parsing
-    them was most of a sampled read. Also the choice of way per pid (module docstring).
+    them was most of a sampled read. Also the choice of way per process (module docstring).
 
-    Bounded: at most ``max_entries`` pids, texts of at most ``max_text`` bytes (a bigger one
+    ``query_usable`` says whether this kernel answers PROCMAP_QUERY (None: not asked yet).
+
+    Bounded: at most ``max_entries`` processes, texts of at most ``max_text`` bytes (a bigger one
     is parsed as it streams and not kept) and ``max_bytes`` of kept texts and records in all
     (the oldest go first).
     """
@@ -171,39 +168,50 @@ class FrameCache:
         self.max_text = max_text
         self.max_bytes = max_bytes
         self.kept_bytes = 0
-        self._frames: dict[int, _Kept] = {}
+        self.query_usable: bool | None = None
+        self._frames: dict[Hashable, _Kept] = {}
 
-    def read(self, files: ProcessFiles, page_size: int, hugetlbfs_mounts: tuple[str, ...],
-             compiled: bool = True, deadline: Deadline = NEVER) -> tuple[Frame, Way]:
-        """Return the frame of process ``files`` and the way it was read: by PROCMAP_QUERY
-        where that measured cheaper for this process (module docstring), else by the text.
-        Raises the classified SourceError of the read; ``Expired`` past ``deadline``."""
-        kept = self._frames.get(files.pid)
-        if (kept is not None and kept.known and _Usable.query is not False and compiled
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def retain(self, keys: frozenset[Hashable]) -> None:
+        """Forget the frame of every process whose key is not in ``keys``."""
+        for key in [k for k in self._frames if k not in keys]:
+            self._drop(key)
+
+    def read(self, key: Hashable, files: ProcessFiles, page_size: int,
+             hugetlbfs_mounts: tuple[str, ...], compiled: bool = True,
+             deadline: Deadline = NEVER) -> tuple[Frame, Way]:
+        """Return the frame of process ``files`` (kept under ``key``) and the way it was
+        read: by PROCMAP_QUERY where that measured cheaper for this process (module
+        docstring), else by the text. Raises the classified SourceError of the read;
+        ``Expired`` past ``deadline``."""
+        kept = self._frames.get(key)
+        if (kept is not None and kept.known and self.query_usable is not False and compiled
                 and sampled_compiled.COMPILED
                 and len(hugetlbfs_mounts) <= sampled_compiled.MAX_MOUNTS
                 and kept.frame.mappings >= QUERY_MIN_MAPPINGS
                 and kept.costs.choose() is Way.QUERY):
             began = time.thread_time_ns()
             try:
-                frame = self._query(files, kept, page_size, hugetlbfs_mounts, deadline)
+                frame = self._query(key, files, kept, page_size, hugetlbfs_mounts, deadline)
             except MapsQueryUnsupported:
-                _Usable.query = False
+                self.query_usable = False
             except ReadFailed:  # a path too long, a list changing too fast: the text
                 kept.costs.failed(Way.QUERY)
             else:
-                _Usable.query = True
+                self.query_usable = True
                 kept.costs.record(Way.QUERY, time.thread_time_ns() - began, frame.mappings)
                 return frame, Way.QUERY
         began = time.thread_time_ns()
-        frame = self.frame(files.pid, deadline.each(files.maps()), page_size,
+        frame = self.frame(key, deadline.each(files.maps()), page_size,
                            hugetlbfs_mounts, compiled, deadline)
-        now = self._frames.get(files.pid)
+        now = self._frames.get(key)
         if now is not None:
             now.costs.record(Way.TEXT, time.thread_time_ns() - began, frame.mappings)
         return frame, Way.TEXT
 
-    def _query(self, files: ProcessFiles, kept: _Kept, page_size: int,
+    def _query(self, key: Hashable, files: ProcessFiles, kept: _Kept, page_size: int,
                hugetlbfs_mounts: tuple[str, ...], deadline: Deadline) -> Frame:
         """Return the frame read by PROCMAP_QUERY: the kept one (with its text) when the
         strata are the same, else a new one; keep it with the query's known records."""
@@ -212,17 +220,17 @@ class FrameCache:
         if same_strata(parsed.strata, kept.frame.strata):
             # the kept frame stands, and so does the text it came from: a text read that
             # finds it unchanged need not parse it again
-            self._keep(files.pid, _Kept(kept.text, kept.frame, parsed.known, kept.costs))
+            self._keep(key, _Kept(kept.text, kept.frame, parsed.known, kept.costs))
             return kept.frame
         frame = Frame(parsed.strata, parsed.errors, largest_mapping(parsed.strata),
                       parsed.mappings)
-        self._keep(files.pid, _Kept(None, frame, parsed.known, kept.costs))
+        self._keep(key, _Kept(None, frame, parsed.known, kept.costs))
         return frame
 
-    def frame(self, pid: int, chunks: Iterable[bytes], page_size: int,
+    def frame(self, key: Hashable, chunks: Iterable[bytes], page_size: int,
               hugetlbfs_mounts: tuple[str, ...], compiled: bool = True,
               deadline: Deadline = NEVER) -> Frame:
-        """Return the frame of the maps text of ``pid`` given in ``chunks``: the kept one
+        """Return the frame of the maps text of process ``key`` given in ``chunks``: the kept one
         when the text is the same, else parsed (and kept when it is small enough);
         ``compiled``: parse with the extension where it is built; ``deadline`` is checked
         as the parse goes (``Expired`` gives it up)."""
@@ -233,11 +241,11 @@ class FrameCache:
             head.append(chunk)
             size += len(chunk)
             if size > self.max_text:  # too big to keep: parse it as it streams
-                self._drop(pid)
+                self._drop(key)
                 return parse_maps_text(itertools.chain(head, it), page_size,
                                        hugetlbfs_mounts, compiled, deadline)
         text = b"".join(head)
-        kept = self._frames.get(pid)
+        kept = self._frames.get(key)
         costs = kept.costs if kept is not None else Costs()
         if kept is not None and kept.text == text:
             return kept.frame
@@ -245,29 +253,26 @@ class FrameCache:
                                   True)
         if got.mappings < QUERY_MIN_MAPPINGS:
             known = b""
-        self._keep(pid, _Kept(text, got, known, costs))
+        self._keep(key, _Kept(text, got, known, costs))
         return got
 
-    def _drop(self, pid: int) -> None:
-        """Forget ``pid``'s kept frame."""
-        old = self._frames.pop(pid, None)
+    def _drop(self, key: Hashable) -> None:
+        """Forget the kept frame of process ``key``."""
+        old = self._frames.pop(key, None)
         if old is not None:
             self.kept_bytes -= old.size
 
-    def _keep(self, pid: int, kept: _Kept) -> None:
-        """Keep ``kept`` as ``pid``'s, the newest; drop the oldest while the bounds are
-        exceeded."""
-        self._drop(pid)
+    def _keep(self, key: Hashable, kept: _Kept) -> None:
+        """Keep ``kept`` as process ``key``'s, the newest; drop the oldest while the bounds
+        are exceeded."""
+        self._drop(key)
         if self.max_entries <= 0 or kept.size > self.max_bytes:
             return
         while self._frames and (len(self._frames) >= self.max_entries
                                 or self.kept_bytes + kept.size > self.max_bytes):
             self._drop(next(iter(self._frames)))
-        self._frames[pid] = kept
+        self._frames[key] = kept
         self.kept_bytes += kept.size
-
-
-FRAMES = FrameCache()
 
 
 def same_strata(a: dict[Kind, Stratum], b: dict[Kind, Stratum]) -> bool:

@@ -1,5 +1,5 @@
 /*
- * Compiled inner loops of the sampled placement reader (readers/sampled_placement.py).
+ * Compiled inner loops of the sampled placement reader (readers/sampled/reader.py).
  *
  * The pure-Python path (parsers/pid_maps.py, model/sampling.py, sources/move_pages.py) is the
  * reference; each function here gives exactly what it gives, so that an estimate is the same
@@ -172,7 +172,7 @@ static uint64_t fnv(const char *p, Py_ssize_t n) {
 
 /* ---- path classification (the rules of parsers/pid_maps.py and model/sampling.py) ---- */
 
-/* Kind codes: index into sampled_compiled.KINDS (anon, file, shmem, hugetlb). */
+/* Kind codes: index into compiled.KINDS (anon, file, shmem, hugetlb). */
 #define K_ANON 0
 #define K_FILE 1
 #define K_SHMEM 2
