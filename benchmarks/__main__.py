@@ -1,6 +1,5 @@
-"""``python -m benchmarks [daemon|interference|sampled|guest|damon-guest|kubelet-churn|policy|
-paired-fleet|convergence]``:
-see benchmarks/README.md."""
+"""``python -m benchmarks [daemon|interference|sampled|guest|damon-guest|damon-regions|
+kubelet-churn|dra|policy|paired-fleet|convergence]``: see benchmarks/README.md."""
 
 import sys
 
@@ -8,6 +7,8 @@ from benchmarks import (
     convergence,
     daemon,
     damon_guest,
+    damon_regions,
+    dra,
     guest,
     interference,
     kubelet_churn,
@@ -19,7 +20,8 @@ from benchmarks import (
 
 COMMANDS = {"daemon": daemon.main, "interference": interference.main, "sampled": sampled.main,
             "guest": guest.main, "damon-guest": damon_guest.main,
-            "kubelet-churn": kubelet_churn.main,
+            "damon-regions": damon_regions.main,
+            "kubelet-churn": kubelet_churn.main, "dra": dra.main,
             "policy": policy_read.main, "paired-fleet": paired_fleet.main,
             "convergence": convergence.main}
 

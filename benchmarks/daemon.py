@@ -16,9 +16,11 @@ Two cases use it:
   selected);
 * the scaling case (:func:`run_scaling`, ``python -m benchmarks daemon --scaling 10,50,200``):
   N watched processes of 32 MiB each (one shared 32 MiB pool every process maps and touches:
-  each walks 8,192 pages), the daemon at its default flags against the kernel's own read of
-  the same numa_maps (one ``cat`` of all N files) and ``numastat -p`` run on each, summed, in
-  interleaved rounds; with the daemon's RSS and the series it exports.
+  each walks 8,192 pages; ``--scaling-memory private,running``: each its own private
+  anonymous 32 MiB, asleep, or writing one resident page a second), the daemon at its
+  default flags against the kernel's own read of the same numa_maps (one ``cat`` of all N
+  files) and ``numastat -p`` run on each, summed, in interleaved rounds;
+  with the daemon's RSS and the series it exports.
 """
 
 from __future__ import annotations
@@ -372,11 +374,12 @@ def _numastat_summed(numastat: str, pids: Sequence[int]) -> dict[str, Any]:
     return {"cpu_seconds": sum(_child_cpu([numastat, "-p", str(p)]) for p in pids)}
 
 
-def run_scaling_one(n: int, rounds: int, scans: int, seed: int, workdir: Path
-                    ) -> dict[str, Any]:
-    """Return the scaling measurements with ``n`` watched processes (see the module
-    docstring)."""
-    fleet = start_fleet(n, SCALING_MIB)
+def run_scaling_one(n: int, rounds: int, scans: int, seed: int, workdir: Path,
+                    memory: str = "shared") -> dict[str, Any]:
+    """Return the scaling measurements with ``n`` watched processes whose memory is
+    ``memory`` (``targets.FLEET_MODES``: one shared pool, or private and asleep, or private
+    and running; see the module docstring)."""
+    fleet = start_fleet(n, SCALING_MIB, memory)
     d: Daemon | None = None
     try:
         pids = sorted(c.pid for c in psutil.Process(fleet.proc.pid).children())
@@ -402,7 +405,8 @@ def run_scaling_one(n: int, rounds: int, scans: int, seed: int, workdir: Path
     cpu = {name: [float(r.get("cpu_seconds_per_scan", r.get("cpu_seconds", 0.0)))
                   for r in recs] for name, recs in res.values.items()}
     series = sum(1 for line in text.splitlines() if line and not line.startswith("#"))
-    return {"processes": n, "watched": len(pids), "rounds": rounds, "scans_per_window": scans,
+    return {"processes": n, "memory": memory, "watched": len(pids), "rounds": rounds,
+            "scans_per_window": scans,
             "orders": res.orders, "records": res.values,
             "cpu": {k: spread(v) for k, v in cpu.items()},
             "ratios": {k: spread(v) for k, v in paired_ratios(
@@ -419,13 +423,14 @@ def print_scaling(rows: list[dict[str, Any]]) -> None:
     print(f"\nScaling: N watched processes of {SCALING_MIB} MiB, daemon at default flags; CPU ms "
           "per scan (daemon: its process CPU clock / scans_total change; raw: one cat of the "
           "N numa_maps; numastat -p run on each, summed), median [min-max] over rounds\n")
-    print("| N | read per scan | daemon | raw numa_maps | numastat -p summed | daemon / raw | "
-          "daemon / numastat | daemon per process | RSS MiB | series |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| N | memory | read per scan | daemon | raw numa_maps | numastat -p summed | "
+          "daemon / raw | daemon / numastat | daemon per process | RSS MiB | series |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         c, q = r["cpu"], r["ratios"]
         per = {k: v / r["processes"] for k, v in c["daemon"].items()}
-        print(f"| {r['processes']} | {r['read_per_scan']['median']:.0f} | "
+        print(f"| {r['processes']} | {r.get('memory', 'shared')} | "
+              f"{r['read_per_scan']['median']:.0f} | "
               f"{fmt_spread(c.get('daemon'), 1e3, 1)} | {fmt_spread(c.get('raw'), 1e3, 1)} | "
               f"{fmt_spread(c.get('numastat'), 1e3, 1)} | "
               f"{fmt_spread(q.get('daemon/raw'))} | {fmt_spread(q.get('daemon/numastat'))} | "
@@ -433,7 +438,8 @@ def print_scaling(rows: list[dict[str, Any]]) -> None:
               f"{r['series']} |")
     for r in rows:
         stages = ", ".join(f"{k} {v['median'] * 1e3:.1f}" for k, v in r["stages"].items())
-        print(f"  N={r['processes']}: scan thread CPU by stage (ms, median): {stages}")
+        print(f"  N={r['processes']} {r.get('memory', 'shared')}: scan thread CPU by stage "
+              f"(ms, median): {stages}")
 
 
 def print_blackbox(shapes: list[dict[str, Any]], idle: dict[str, Any] | None,
@@ -484,6 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-idle", action="store_true", help="skip the idle daemon")
     ap.add_argument("--scaling", metavar="N,N,...",
                     help="also the scaling case with these process counts (e.g. 10,50,200)")
+    ap.add_argument("--scaling-memory", default="shared", metavar="KIND,KIND,...",
+                    help="the scaling case's memory, comma-separated: shared (one shared "
+                         "32 MiB pool, the default), private (each process its own private "
+                         "anonymous 32 MiB, asleep), running (private, each writing one "
+                         "resident page a second)")
     ap.add_argument("--json", type=Path, default=Path(".cache/benchmarks/daemon.json"))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--versus", action="append", default=[], metavar="FLAG",
@@ -518,11 +529,14 @@ def main(argv: list[str] | None = None) -> int:
             print("idle daemon...", file=sys.stderr, flush=True)
             idle = run_idle(ns.rounds, 2 * ns.scans, workdir)
         scaling: list[dict[str, Any]] = []
+        kinds = [k for k in ns.scaling_memory.split(",") if k]
         for i, n in enumerate(int(x) for x in (ns.scaling or "").split(",") if x):
-            print(f"scaling, {n} processes ({ns.rounds} rounds)...", file=sys.stderr,
-                  flush=True)
-            scaling.append(run_scaling_one(n, ns.rounds, ns.scans, ns.seed + 100 + i,
-                                           workdir))
+            for j, kind in enumerate(kinds):
+                print(f"scaling, {n} processes, {kind} memory ({ns.rounds} rounds)...",
+                      file=sys.stderr, flush=True)
+                scaling.append(run_scaling_one(n, ns.rounds, ns.scans,
+                                               ns.seed + 100 + i * len(kinds) + j, workdir,
+                                               kind))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     meta = {"python": sys.version.split()[0], "kernel": platform.release(),

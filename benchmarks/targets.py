@@ -114,26 +114,41 @@ while True:
 
 # The daemon case: N processes that each map one shared 70 MiB file and touch every page, so
 # each has ~70 MiB resident (over --process.min-resident=64MiB) while the machine holds the
-# pages once. Forked from one launcher; each exits when stdin closes.
+# pages once. Forked from one launcher; each exits when stdin closes. The third argument:
+# "shared" (that pool), "private" (each its own private anonymous memory, written once, then
+# asleep) or "running" (private, and each writes one of its resident pages every second:
+# it runs without faulting).
 FLEET = r"""
-import ctypes, mmap, os, sys
+import ctypes, mmap, os, select, sys
 n, mib = int(sys.argv[1]), int(sys.argv[2])
+mode = sys.argv[3] if len(sys.argv) > 3 else "shared"
 size = mib << 20
-fd = os.memfd_create("numa-bench-pool")
-os.ftruncate(fd, size)
-os.pwrite(fd, b"\1" * size, 0)
+if mode == "shared":
+    fd = os.memfd_create("numa-bench-pool")
+    os.ftruncate(fd, size)
+    os.pwrite(fd, b"\1" * size, 0)
 libc = ctypes.CDLL(None, use_errno=True)
 for _ in range(n):
     r, w = os.pipe()
     if os.fork() == 0:
         os.close(r)
         libc.prctl(15, b"numa-bench-d", 0, 0, 0)
-        m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
-        total = 0
-        for i in range(0, size, 4096):
-            total += m[i]
+        if mode == "shared":
+            m = mmap.mmap(fd, size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+            total = 0
+            for i in range(0, size, 4096):
+                total += m[i]
+        else:
+            m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            for i in range(0, size, 4096):
+                m[i] = 1
         os.write(w, b"x")
         os.close(w)
+        if mode == "running":
+            page = 0
+            while not select.select([sys.stdin], [], [], 1.0)[0]:
+                m[page] = (m[page] + 1) & 0xFF  # resident and written before: no fault
+                page = (page + 4096) % size
         sys.stdin.buffer.read()
         os._exit(0)
     os.close(w)
@@ -231,9 +246,16 @@ def start_target(kind: str, mib: int, threads: int = 1, mappings: int = 0, *,
                   int(named), cpu=cpu)
 
 
-def start_fleet(n: int, mib: int) -> Target:
-    """Start ``n`` processes of ``mib`` MiB resident (shared pages) named numa-bench-d."""
-    return _start(FLEET, n, mib)
+FLEET_MODES = ("shared", "private", "running")
+
+
+def start_fleet(n: int, mib: int, mode: str = "shared") -> Target:
+    """Start ``n`` processes of ``mib`` MiB resident named numa-bench-d: pages of one shared
+    pool, or (``mode`` "private", "running") each its own private anonymous pages, asleep
+    or writing one resident page a second (see ``FLEET``)."""
+    if mode not in FLEET_MODES:
+        raise ValueError(f"fleet mode {mode!r}: one of {', '.join(FLEET_MODES)}")
+    return _start(FLEET, n, mib, mode)
 
 
 def available_bytes() -> int:

@@ -408,6 +408,48 @@ def fuzz_kubelet_internal_checkpoint(data: bytes) -> None:
         assert _nodes_ok(e.nodes)
 
 
+def fuzz_dra_manager_state(data: bytes) -> None:
+    from numa_exporter.parsers.kubelet.dra_manager_state import (
+        MAX_DEVICES,
+        DraManagerState,
+        parse_dra_manager_state,
+    )
+
+    r = parse_dra_manager_state(data)
+    assert isinstance(r, DraManagerState)
+    assert r.version in ("", "v1", "legacy-v1")
+    _checkpoint_ok(r.version, r.checksum, r.error, r.error_count)
+    assert r.claims >= 0
+    if r.checksum == "mismatch":  # refused whole, never half-read
+        assert r.pods == {} and r.error_count >= 1
+    devices = {id(d) for ds in r.pods.values() for d in ds}
+    assert len(devices) <= MAX_DEVICES
+    for ds in r.pods.values():
+        for d in ds:
+            assert all(isinstance(i, str) for i in d.cdi_ids)
+
+
+def fuzz_cdi_spec(data: bytes) -> None:
+    from numa_exporter.parsers.cdi_spec import MAX_DEVICES, MAX_NODES, CdiSpec, parse_cdi_spec
+
+    # the first byte picks the format, so that both readers see every input shape
+    name = "spec.json" if data[:1] and data[0] % 2 else "spec.yaml"
+    r = parse_cdi_spec(data, name)
+    assert isinstance(r, CdiSpec) and r.error_count >= 0
+    assert bool(r.kind) or (r.error and r.error_count == 1 and not r.devices), r
+    if r.kind:
+        vendor, _, cls = r.kind.partition("/")
+        assert vendor and cls and "=" not in r.kind
+    assert len(r.devices) <= MAX_DEVICES
+    for dev, nodes in r.devices.items():
+        assert dev and "=" not in dev and "/" not in dev
+        assert len(nodes) <= 2 * MAX_NODES  # the device's own and the spec's
+        for n in nodes:
+            assert n.path.startswith("/") and n.host_path.startswith("/")
+            assert n.major is None or 0 < n.major < 1 << 32
+            assert n.minor is None or 0 < n.minor < 1 << 32
+
+
 def fuzz_oci_config(data: bytes) -> None:
     from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
     from numa_exporter.parsers.pod_log_dir import parse_pod_log_dir
@@ -466,6 +508,9 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("memory_manager_state", fuzz_memory_manager_state, ("**/memory_manager_state",)),
     Target("kubelet_internal_checkpoint", fuzz_kubelet_internal_checkpoint,
            ("**/kubelet_internal_checkpoint",)),
+    Target("dra_manager_state", fuzz_dra_manager_state,
+           ("**/dra_manager_state", "**/dra-vectors.json")),
+    Target("cdi_spec", fuzz_cdi_spec, ("**/cdi/*.yaml", "**/cdi/*.json")),
     Target("oci_config", fuzz_oci_config, ("**/config.json",)),
 )}
 

@@ -45,12 +45,15 @@ def scope(s: MetricSpec) -> str:
     return "host"
 
 
-def factors(s: MetricSpec) -> tuple[int, int]:
-    """Return (constant, power of N): the family's series per owner are constant * N**power."""
+def factors(s: MetricSpec, folded: bool = False) -> tuple[int, int]:
+    """Return (constant, power of N): the family's series per owner are constant * N**power
+    (``folded``: for a summary-level process, its ``fold`` label taking one value)."""
     const, power = 1, 0
     if s.type == "histogram":
         const = HISTOGRAM_SERIES
     declared = dict(s.bounds)
+    if folded and s.fold is not None:
+        declared[s.fold] = 1
     for label in s.labels:
         declared.setdefault(label, "nodes" if label in NODE_LABELS else 1)
     for _label, bound in declared.items():
@@ -61,18 +64,21 @@ def factors(s: MetricSpec) -> tuple[int, int]:
     return const, power
 
 
-def formula(s: MetricSpec) -> str:
+def formula(s: MetricSpec, folded: bool = False) -> str:
     """Return the bound as text: ``4·N``, ``N²``, ``8``."""
-    const, power = factors(s)
+    const, power = factors(s, folded)
     n = {0: "", 1: "N", 2: "N²", 3: "N³"}[power]
     if not n:
         return str(const)
     return n if const == 1 else f"{const}·{n}"
 
 
-def at(s: MetricSpec, nodes: int) -> int:
-    """Return the family's series per owner on a host with ``nodes`` nodes."""
-    const, power = factors(s)
+def at(s: MetricSpec, nodes: int, level: str = "full") -> int:
+    """Return the family's series per owner on a host with ``nodes`` nodes, for a process
+    at ``level`` (``summary``: none of a full-level family, a folded family folded)."""
+    if level == "summary" and s.level == "full":
+        return 0
+    const, power = factors(s, folded=level == "summary")
     return int(const * nodes ** power)
 
 
@@ -83,17 +89,17 @@ def _specs(kind: str) -> list[tuple[str, MetricSpec]]:
 def per_process(nodes: int, level: str, collectors: Iterable[str] | None = None) -> int:
     """Return the most series one process has at ``level`` (``summary`` or ``full``)."""
     wanted = None if collectors is None else set(collectors)
-    return sum(at(s, nodes) for c, s in _specs("process")
-               if (wanted is None or c in wanted) and (level == "full" or s.level == "summary"))
+    return sum(at(s, nodes, level) for c, s in _specs("process")
+               if wanted is None or c in wanted)
 
 
-def healthy_summary() -> int:
+def healthy_summary(nodes: int) -> int:
     """Return the series of a summary-level process with no binding problem, no
-    accelerator and outside a pod: its summary families that never drop zeros, less the
-    accelerator and kubernetes ones."""
-    return sum(at(s, 1) for c, s in _specs("process")
-               if s.level == "summary" and s.drop_zero == "never"
-               and c not in ("accelerator", "kubernetes"))
+    accelerator, outside a pod and without DAMON, with memory on every one of ``nodes``
+    nodes: its summary families that never drop zeros, less the accelerator, kubernetes
+    and damon ones (the per-node bytes folded over kinds)."""
+    return sum(at(s, nodes, "summary") for c, s in _specs("process")
+               if s.drop_zero == "never" and c not in ("accelerator", "kubernetes", "damon"))
 
 
 def per_host(nodes: int) -> int:
@@ -111,7 +117,8 @@ def process_table() -> str:
             + " | ".join(f"N={n}" for n in NODES) + " |")
     rows = [head, "|" + "---|" * (5 + len(NODES))]
     for c, s in _specs("process"):
-        cells = [f"`{s.name}`", c, s.level, s.drop_zero, formula(s),
+        level = s.level if s.fold is None else f"summary: {formula(s, True)}, by {s.fold} full"
+        cells = [f"`{s.name}`", c, level, s.drop_zero, formula(s),
                  *(str(at(s, n)) for n in NODES)]
         rows.append("| " + " | ".join(_cell(x) for x in cells) + " |")
     collectors = sorted({c for c, _ in _specs("process")})
@@ -137,20 +144,24 @@ def host_table() -> str:
     return "\n".join(rows)
 
 
-LARGE = (0, 8)
+# processes at full detail: the default --process.detail-top, its hysteresis bound (ranked
+# up to 1.5 times it), and those plus 8 above --process.detail-above
+LARGE = (10, 15, 23)
 
 
 def top_table() -> str:
     """Return series per host against --process.top: host families, ``top`` healthy
     summary processes of which ``large`` at full detail (upper bound), and all in full."""
-    s = healthy_summary()
-    rows = [f"A healthy summary process has **{s}** series at any N.", "",
+    rows = ["A healthy summary process (memory on every node, no binding problem, no "
+            "accelerator, pod or DAMON) has " + ", ".join(
+                f"**{healthy_summary(n)}** series at N={n}" for n in NODES) + ".", "",
             "| `--process.top` | processes at full detail | " + " | ".join(
                 f"N={n}" for n in NODES) + " |", "|" + "---|" * (2 + len(NODES))]
     for top in TOPS:
         for large in LARGE:
             rows.append(f"| {top} | {large} | " + " | ".join(
-                str(per_host(n) + (top - large) * s + large * per_process(n, "full"))
+                str(per_host(n) + (top - large) * healthy_summary(n)
+                    + large * per_process(n, "full"))
                 for n in NODES) + " |")
         rows.append(f"| {top} | all (`--process.detail-above=0`) | " + " | ".join(
             str(per_host(n) + top * per_process(n, "full")) for n in NODES) + " |")

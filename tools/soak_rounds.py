@@ -627,6 +627,50 @@ def exec_in_place(soak: Soak) -> HostileCheck:
                   f"drift baseline {'kept' if kept else 'gone' if kept is False else '?'}")
 
 
+def damon_foreign_run_dir(soak: Soak) -> HostileCheck:
+    """--collector.damon with a run directory another user owns (a shared hostPath): DAMON
+    stays off (reason run_dir, counted), nothing is written to the DAMON sysfs (a fake tree
+    under --path.sysfs, never the host's) nor to the directory, scans go on, SIGTERM exits
+    0. Needs root (the exporter's kdamonds do, and chown)."""
+    from tools.soak import HOST, _free_port
+
+    if os.geteuid() != 0:
+        return _check("damon_foreign_run_dir", True, "skipped: not root")
+    with tempfile.TemporaryDirectory(prefix="soak-damon-") as tmp:
+        sysfs = Path(tmp) / "sys"
+        shutil.copytree(KUBE_ROOT / "sys", sysfs)
+        kd = sysfs / "kernel" / "mm" / "damon" / "admin" / "kdamonds"
+        kd.mkdir(parents=True)
+        (kd / "nr_kdamonds").write_text("0\n")
+        run = Path(tmp) / "run"
+        run.mkdir(mode=0o700)
+        os.chown(run, 65534, 65534)  # nobody's
+        port = _free_port()
+        url = f"http://{HOST}:{port}/metrics"
+        cmd = [*soak.exporter, f"--web.listen-address={HOST}:{port}",
+               f"--path.procfs={KUBE_ROOT / 'proc'}", f"--path.sysfs={sysfs}",
+               f"--path.rootfs={KUBE_ROOT / 'rootfs'}", "--process.min-resident=0",
+               "--scan.interval=1s", "--no-collector.accelerator", "--collector.damon",
+               f"--collector.damon.run-dir={run}"]
+        with _started(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:
+            before = _wait_scans(soak, 2, 30, url)
+            after = _wait_scans(soak, before + 3, 30, url)
+            got = _scrape(url)
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(15)
+        untouched = ((kd / "nr_kdamonds").read_text() == "0\n"
+                     and sorted(p.name for p in kd.iterdir()) == ["nr_kdamonds"]
+                     and not any(run.iterdir()))
+    up = got.get(("numa_exporter_damon_up", ()), -1)
+    refused = got.get(("numa_exporter_damon_unavailable_total", (("reason", "run_dir"),)), 0)
+    passed = (before >= 2 and after >= before + 3 and rc == 0 and up == 0 and refused >= 1
+              and untouched)
+    return _check("damon_foreign_run_dir", passed,
+                  f"scans {before:.0f} -> {after:.0f}, damon_up {up:.0f}, run_dir refusals "
+                  f"{refused:.0f}, DAMON sysfs and run dir untouched: {untouched}, SIGTERM "
+                  f"exit {rc}")
+
+
 ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
     "log_write_failure": log_write_failure,
     "signal_storm": signal_storm,
@@ -636,4 +680,5 @@ ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
     "rootfs_special_files": rootfs_special_files,
     "checkpoint_churn": checkpoint_churn,
     "exec_in_place": exec_in_place,
+    "damon_foreign_run_dir": damon_foreign_run_dir,
 }

@@ -132,8 +132,8 @@ def _add_shared(p: argparse.ArgumentParser, *, top: bool) -> None:
       help="sysfs mount point: NUMA nodes, cgroups, PCI devices (default /sys)")
     a("--path.rootfs", dest="rootfs", metavar="PATH", default=d("/"),
       help="where the host's root filesystem is visible, e.g. /host in a container; the "
-           "kubelet's checkpoints, /var/log/pods and the container runtimes' state are "
-           "read under it (default /)")
+           "kubelet's checkpoints, the CDI specs (/etc/cdi, /var/run/cdi), /var/log/pods "
+           "and the container runtimes' state are read under it (default /)")
     a("--kubelet.root-dir", dest="kubelet_root_dir", metavar="PATH",
       type=_host_path, default=d("/var/lib/kubelet"),
       help="the kubelet's --root-dir as a host path, read under --path.rootfs "
@@ -200,8 +200,14 @@ def _add_scan_flags(a: Callable[..., object]) -> None:
       default=1 << 30,
       help="serve the full per-process breakdown (bytes per node and kind, threads per "
            "node, read costs, tiers) only for processes with at least this many placed "
-           "bytes; smaller ones get totals, ratios, bindings and drift (the series budget); "
+           "bytes (kept until below 90%% of it for 10 scans in a row); smaller ones get "
+           "totals, ratios, bindings and drift (the series budget); "
            "0 = every process in full (default 1GiB, the process alerts' floor)")
+    a("--process.detail-top", dest="detail_top", metavar="N", type=_count, default=10,
+      help="serve the full per-process breakdown to the N largest processes (placed bytes) "
+           "too, whatever their size (kept until ranked past 1.5 N for 10 scans in a row); "
+           "every other process still gets its bytes per node (without kinds); "
+           "0 = none (default 10)")
     a("--process.include", dest="include", metavar="REGEX", type=_regex, default=None,
       help="only scan processes whose comm or cmdline matches this RE2 regex")
     a("--process.exclude", dest="exclude", metavar="REGEX", type=_regex, default=None,
@@ -304,6 +310,11 @@ def _add_damon(a: Callable[..., object]) -> None:
       help="vaddr: hot memory of the largest watched processes; paddr: the host's hot and "
            "idle bytes per node (for kernels with DAMON_PADDR but not DAMON_VADDR); auto: "
            "vaddr where the kernel has it, else paddr (default auto)")
+    a("--collector.damon.yield-to-modules", dest="damon_yield_to_modules",
+      action=argparse.BooleanOptionalAction, default=False,
+      help="stop the exporter's kdamonds while one of the kernel's DAMON modules "
+           "(damon_reclaim, damon_lru_sort, damon_stat) is enabled, and resume when none is: "
+           "a module cannot start while they run (default off: the refusal is reported)")
     a("--collector.damon.hot-threshold", dest="damon_hot_threshold", metavar="FRACTION",
       type=_fraction, default=0.05,
       help="a region is hot when accessed in at least this fraction of an aggregation "
@@ -376,6 +387,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         min_resident=ns.min_resident,
         top=ns.top,
         detail_above=ns.detail_above,
+        detail_top=ns.detail_top,
         include=ns.include,
         exclude=ns.exclude,
         collectors=frozenset(c for c in COLLECTORS if getattr(ns, f"collector_{c}")),
@@ -404,6 +416,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         damon_processes=max(ns.damon_processes, 1),
         damon_hot_threshold=ns.damon_hot_threshold,
         damon_mode=ns.damon_mode,
+        damon_yield_to_modules=ns.damon_yield_to_modules,
     ), web
 
 

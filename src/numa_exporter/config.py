@@ -44,6 +44,7 @@ class Config:
     min_resident: int = 64 << 20
     top: int = 200
     detail_above: int = 1 << 30  # placed bytes from which a process gets full detail; 0: all
+    detail_top: int = 10  # the largest processes (placed bytes) in full whatever their size
     include: Pattern | None = None
     exclude: Pattern | None = None
     collectors: frozenset[str] | None = None  # enabled collectors; None: all of them
@@ -74,6 +75,7 @@ class Config:
     damon_processes: int = 1
     damon_hot_threshold: float = 0.05
     damon_mode: str = "auto"  # auto, vaddr (per process) or paddr (per node, host-wide)
+    damon_yield_to_modules: bool = False  # stop its kdamonds while a DAMON module is enabled
 
     def accelerator_memory(self) -> dict[str, frozenset[int]]:
         """Return PCI address -> memory nodes declared by the accelerator pins."""

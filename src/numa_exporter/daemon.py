@@ -114,7 +114,7 @@ def hot_memory_monitor(config: Config) -> tuple[HotMemoryMonitor | None, Note | 
     if not config.enabled("damon"):
         return None, None
     from numa_exporter.readers.node_memory import read_node_ranges
-    from numa_exporter.sources.damon import DamonSettings, DamonSysfs, boot_id
+    from numa_exporter.sources.damon import DamonSettings, DamonSysfs, boot_id, damon_modules
     from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
 
     try:
@@ -134,10 +134,15 @@ def hot_memory_monitor(config: Config) -> tuple[HotMemoryMonitor | None, Note | 
     sysfs = config.roots.sysfs
     monitor = HotMemoryMonitor(driver, query, config.damon_hot_threshold,
                                is_root=os.geteuid() == 0,
-                               node_ranges=lambda: read_node_ranges(sysfs))
+                               node_ranges=lambda: read_node_ranges(sysfs),
+                               modules=lambda: damon_modules(sysfs),
+                               yield_to_modules=config.damon_yield_to_modules)
     return monitor, ("info", "damon: hot memory collector on",
                      {"mode": settings.mode, "processes": settings.slots,
-                      "run_dir": str(config.damon_run_dir)})
+                      "run_dir": str(config.damon_run_dir),
+                      "yield_to_modules": config.damon_yield_to_modules,
+                      "modules": {m.name: "enabled" if m.enabled else "disabled"
+                                  for m in damon_modules(sysfs)}})
 
 
 def build_app(config: Config, registry: CollectorRegistry) -> App:

@@ -101,7 +101,7 @@ def test_pod_breaking_the_kubelets_promise(capsys: pytest.CaptureFixture[str]) -
         "uid": "94283d1b-ce5a-4797-bff8-0cf0c7143b2b",
         "container_id": "containerd://" + "c0b2" * 16, "qos": "Guaranteed",
         "assigned_nodes": {"cpu": "1", "hugepages-1Gi": "0", "memory": "0",
-                           "nvidia.com/gpu": "1"},
+                           "nvidia.com/gpu": "1"}, "dra_devices": [],
         "cpu_manager_policy": "static", "memory_manager_policy": "Static"}
     assert r["verdict"] == "remote" and r["home"] == {"nodes": "0", "source": "kubelet"}
     assert "pod ml/trainer-7d9f5c-x2k4q container app" in r["summary"]
@@ -111,6 +111,31 @@ def test_pod_breaking_the_kubelets_promise(capsys: pytest.CaptureFixture[str]) -
     assert "topologyManagerPolicy: single-numa-node" in text
     assert "numactl --" not in text and "systemd" not in text  # the kubelet places pods
     assert "migratepages 601 1 0" in text
+
+
+def test_pod_whose_dra_gpu_is_off_its_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    """The kubernetes_dra root's vllm: CPUs and memory on node 0, its DRA GPU on node 1."""
+    r = _run(capsys, "kubernetes_dra", 600)
+    assert r["kubernetes"]["dra_devices"] == [{
+        "driver": "gpu.example.com", "pool": "worker-1", "device": "gpu-1",
+        "claim": "default/gpu-infer-0-gpu", "node": "1", "paths": ["/dev/dri/renderD129"]}]
+    assert any("Dynamic Resource Allocation" in p for p in r["problems"])
+    text = "\n".join(r["remedies"])
+    assert ("DRA device gpu.example.com/worker-1/gpu-1 (claim default/gpu-infer-0-gpu) "
+            "[/dev/dri/renderD129] is on node 1") in text
+    assert "numaNode == 0" in text and "on node 1" in text
+    assert main([str(600), *(f"--path.{k}={ROOTS / 'kubernetes_dra' / v}" for k, v in (
+        ("procfs", "proc"), ("sysfs", "sys"), ("rootfs", "rootfs")))]) == 0
+    assert ("DRA device        gpu.example.com/worker-1/gpu-1 (claim default/gpu-infer-0-gpu) "
+            "on node 1 [/dev/dri/renderD129]") in capsys.readouterr().out
+
+
+def test_pod_whose_dra_gpu_is_on_its_node_gets_no_dra_remedy(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    r = _run(capsys, "kubernetes_dra", 601)
+    assert [d["node"] for d in r["kubernetes"]["dra_devices"]] == ["0"]
+    assert not any("Dynamic Resource Allocation" in p for p in r["problems"])
+    assert "DRA device" not in "\n".join(r["remedies"])
 
 
 def test_pod_without_assignment_is_told_how_to_get_one() -> None:

@@ -93,7 +93,8 @@ def _with_hot(snap: Snapshot) -> Snapshot:
     nodes = NodeHotMemory({1: 8 * 4096.0}, {0: 64 * 4096.0, 1: 4096.0}, 12, 1.0)
     return dataclasses.replace(
         snap, processes=(dataclasses.replace(p, hot=hot), *snap.processes[1:]),
-        damon=DamonStatus("monitoring", {p.pid: hot}, {"busy": 1}, nodes))
+        damon=DamonStatus("monitoring", {p.pid: hot}, {"busy": 1}, nodes,
+                          modules_blocked={"damon_reclaim": True}))
 
 
 def test_spec_names_are_unique_and_namespaced() -> None:

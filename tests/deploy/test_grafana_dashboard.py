@@ -87,6 +87,19 @@ def test_panel_ids_unique_and_layout_sane() -> None:
         assert len(refs) == len(set(refs)), p["title"]
 
 
+def test_no_two_panels_overlap() -> None:
+    """Grafana stacks overlapping panels on load, so a row placed on top of another row's
+    panels moves them below it in an order nobody chose (the DAMON row once sat on y=165,
+    over the Kubernetes row's panels)."""
+    cells: dict[tuple[int, int], str] = {}
+    for p in panels(dashboard()):
+        g = p["gridPos"]
+        for y in range(g["y"], g["y"] + g["h"]):
+            for x in range(g["x"], g["x"] + g["w"]):
+                other = cells.setdefault((x, y), p["title"])
+                assert other == p["title"], f"{p['title']!r} overlaps {other!r} at x={x} y={y}"
+
+
 def test_every_expression_is_filtered_by_instance_and_nothing_is_hard_coded() -> None:
     for p, t in panel_targets(dashboard()):
         expr = t["expr"]
@@ -198,7 +211,7 @@ def test_dashboard_covers_the_required_views() -> None:
                    "numa_node_access_latency_seconds",
                    'numa_exporter_processes{instance=~"$instance"}',
                    "numa_process_kubernetes_info", "numa_kubernetes_container_assigned_nodes_info",
-                   'reason=~"kubelet_.+"'):
+                   "numa_kubelet_pod_dra_device_info", 'reason=~"kubelet_.+"'):
         assert needed in exprs, needed
 
 

@@ -132,7 +132,8 @@ def test_daemonset_privileges_and_mounts() -> None:
 
 def test_daemonset_mounts_the_kubernetes_files_read_only_under_the_rootfs() -> None:
     """Kubelet checkpoints (their directory: the kubelet renames new files over them),
-    pod log directories and the runtimes' container specs, below --path.rootfs=/host."""
+    pod log directories, the runtimes' container specs and the CDI spec directories, below
+    --path.rootfs=/host."""
     pod = manifests()["DaemonSet"]["spec"]["template"]["spec"]
     (c,) = pod["containers"]
     assert "--path.rootfs=/host" in c["args"]
@@ -142,7 +143,8 @@ def test_daemonset_mounts_the_kubernetes_files_read_only_under_the_rootfs() -> N
             ("kubelet", "/var/lib/kubelet", "Directory"),
             ("pod-logs", "/var/log/pods", "Directory"),
             ("containerd-tasks", "/run/containerd/io.containerd.runtime.v2.task", ""),
-            ("crio-containers", "/run/containers/storage/overlay-containers", "")):
+            ("crio-containers", "/run/containers/storage/overlay-containers", ""),
+            ("cdi-etc", "/etc/cdi", ""), ("cdi-run", "/var/run/cdi", "")):
         assert vols[name]["hostPath"] == {"path": host, "type": kind}, name
         assert mounts[name]["mountPath"] == "/host" + host, name
         assert mounts[name]["readOnly"] is True, name
@@ -152,7 +154,7 @@ def test_daemonset_mounts_the_kubernetes_files_read_only_under_the_rootfs() -> N
                         if m["mountPath"].startswith("/host/")
                         and m["name"] not in ("proc", "sys"))
     assert under_root == sorted("/host" + vols[n]["hostPath"]["path"] for n in (
-        "kubelet", "pod-logs", "containerd-tasks", "crio-containers"))
+        "kubelet", "pod-logs", "containerd-tasks", "crio-containers", "cdi-etc", "cdi-run"))
 
 
 def test_service_and_servicemonitor_agree() -> None:

@@ -38,7 +38,7 @@ pytestmark = pytest.mark.prometheus
 TESTS = DEPLOY / "prometheus" / "tests"
 UNIT_TEST = TESTS / "kubernetes.test.yml"
 ALERTS = {"NumaKubeletMemoryNodesMismatch", "NumaKubeletCpuNodesMismatch",
-          "NumaKubeletDeviceNodeMismatch"}
+          "NumaKubeletDeviceNodeMismatch", "NumaKubeletDraDeviceNodeMismatch"}
 
 
 def alerts() -> dict[str, dict[str, Any]]:
@@ -80,7 +80,7 @@ def test_expressions_use_known_metrics() -> None:
 def test_promtool_check_and_unit_tests() -> None:
     promtool = require_tool("promtool")
     r = run([promtool, "check", "rules", str(KUBERNETES_RULES)])
-    assert r.returncode == 0 and "SUCCESS: 10 rules found" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "SUCCESS: 11 rules found" in r.stdout, r.stdout + r.stderr
     r = run([promtool, "test", "rules", str(UNIT_TEST)], timeout=300)
     assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
 

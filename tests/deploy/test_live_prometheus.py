@@ -86,6 +86,11 @@ KSM_EXPOSITION = "".join(
 
 # (panel title, refId) -> why no exporter here has data for it. Parse-only.
 PARSE_ONLY = {
+    ("DRA devices of pods and their NUMA nodes", "A"):
+        "numa_kubelet_pod_dra_device_info needs a dra_manager_state: the kubernetes root has "
+        "device-plugin GPUs only (the kubernetes_dra root, whose pods share its names, would "
+        "merge into the fleet rules' pods); the family is checked on that root in "
+        "tests/collectors/test_kubernetes_dra_root.py",
     ("Bytes arriving / leaving per node", "A"):
         "numa_process_node_arrived_bytes_total needs pages to migrate between nodes between "
         "scans: the fixture roots are static and growth is not movement",

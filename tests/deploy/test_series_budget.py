@@ -49,11 +49,7 @@ import series_budget
 EIGHT = FIXTURE_ROOTS / "eight_node"
 FLOOR = "1073741824"  # the process alerts' resident-bytes floor
 # Rules that sum a full-level family over processes on purpose, and why that is right.
-SUMS_OF_DETAIL = {
-    "instance_node_kind:numa_process_memory_bytes:sum":
-        "bytes per node and kind of the processes at full detail (its comment says so); no "
-        "alert or panel uses it",
-}
+SUMS_OF_DETAIL: dict[str, str] = {}
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? ')
 PID = re.compile(r'pid="(\d+)"')
 # What numa_exporter_series does not count: the per-scrape families (the process's own, the
@@ -158,8 +154,9 @@ def test_rules_for_processes_of_any_size_use_summary_families() -> None:
 
 
 def test_summary_level_leaves_out_breakdowns_and_zeros(tmp_path: Path) -> None:
-    """On eight_node: a 4.8 GiB worker keeps its per-node bytes and zero gauges, a small
-    service keeps its totals only; hint faults on nodes at 0 are gone for both."""
+    """On eight_node: a 4.8 GiB worker keeps its per-node bytes by kind and zero gauges, a
+    small service keeps its totals and its bytes per node summed over kinds; hint faults on
+    nodes at 0 are gone for both."""
     text = _exposition("eight_node", Config().detail_above)
     lines = text.splitlines()
 
@@ -167,9 +164,58 @@ def test_summary_level_leaves_out_breakdowns_and_zeros(tmp_path: Path) -> None:
         return any(line.startswith(name + "{") and f'pid="{pid}"' in line for line in lines)
 
     assert has("numa_process_memory_bytes", "1000")
-    assert not has("numa_process_memory_bytes", "1100")
+    assert not has("numa_process_policy_memory_bytes", "1100")
+    small = [line for line in lines if line.startswith("numa_process_memory_bytes{")
+             and 'pid="1100"' in line]
+    assert small and all('kind="all"' in line for line in small), small
+    worker = [line for line in lines if line.startswith("numa_process_memory_bytes{")
+              and 'pid="1000"' in line]
+    assert not any('kind="all"' in line for line in worker), worker
     assert has("numa_process_remote_memory_ratio", "1100")
     assert has("numa_process_cpus_bound", "1000") and not has("numa_process_cpus_bound", "1100")
     faults = [line for line in lines if line.startswith("numa_process_hint_faults{")
               and 'pid="1000"' in line]
     assert len(faults) == 2, faults  # nodes 0 and 1 of 8; the six at 0 are left out
+
+
+def _memory(text: str) -> dict[str, dict[str, float]]:
+    """Return bytes per node by pid of numa_process_memory_bytes, summed over kinds."""
+    out: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        if line.startswith("numa_process_memory_bytes{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            per = out.setdefault(labels["pid"], {})
+            per[labels["node"]] = per.get(labels["node"], 0.0) + float(line.split()[-1])
+    return out
+
+
+def test_every_watched_process_serves_its_bytes_per_node_at_the_default() -> None:
+    """Issue 34 #3: on eight_node, each of the 200 watched processes has its bytes per node
+    at the default flags, summed over kinds where it is a summary: the same bytes per node
+    as the full breakdown; and a summary process stays within 20 series at N=8."""
+    default = _exposition("eight_node", Config().detail_above)
+    full = _exposition("eight_node", 0)
+    pids = {p for line in default.splitlines() if line.startswith("numa_process_info{")
+            for p in PID.findall(line)}
+    assert len(pids) == 200
+    assert set(_memory(default)) == pids
+    assert _memory(default) == _memory(full)
+    per: Counter[str] = Counter(p for line in default.splitlines()
+                                if SAMPLE.match(line) for p in PID.findall(line))
+    at_full = {p for line in default.splitlines()
+               if line.startswith("numa_process_policy_memory_bytes{")
+               for p in PID.findall(line)}
+    # the ten largest (the 8 workers and two services) are at full detail, the rest summary
+    assert len(at_full) == Config().detail_top
+    assert max(n for p, n in per.items() if p not in at_full) <= 20
+    assert series_budget.healthy_summary(8) <= 20
+
+
+def test_dashboard_panels_of_full_detail_families_say_why_not_every_process() -> None:
+    level = {s.name: s.level for s in SPECS if "pid" in s.labels}
+    silent = set()
+    for panel, target in panel_targets(dashboard()):
+        if (any(level.get(n) == "full" for n in metric_names(target["expr"]))
+                and "--process.detail-top" not in panel.get("description", "")):
+            silent.add(panel["title"])
+    assert not silent, silent

@@ -3,13 +3,17 @@
     /usr/bin/python3 movement_inguest.py PLAN.json
 
 Balancing off, THP only on request. Starts two rkwork workloads: ``still`` (256 MiB
-interleaved over every node, never moved) and ``moved`` (128 MiB bound to node 2), then the
+interleaved over every node, never moved) and ``moved`` (128 MiB bound to node 2), and
+``recycle`` (issue 33: 64 MiB it frees with ``MADV_DONTNEED`` every few seconds and touches
+again from a new thread pinned to the next node's CPUs; nothing migrates it), then the
 exporter with every process forced onto the sampled reader (``--placement.hold-budget`` of
-1 us). After each completed scan it saves the scrape and, read right beside it, both
-workloads' numa_maps (``scan-NN.prom``, ``numa_maps-NN-<name>``); after ``scans_before``
-scans it moves ``moved`` from node 2 to node 3 with ``migratepages`` (migrate_pages(2)) and
-goes on for ``scans_after`` scans. ``summary.json`` says what happened when. Standard
-library only (the guest's own python3 runs it).
+1 us) and a second one reading every process in full (``--placement.sample-above=0``).
+After each completed scan of the first it saves its scrape, the second's and, read right
+beside them, the workloads' numa_maps (``scan-NN.prom``, ``scan-NN-full.prom``,
+``numa_maps-NN-<name>``); after ``scans_before`` scans it moves ``moved`` from node 2 to
+node 3 with ``migratepages`` (migrate_pages(2)) and goes on for ``scans_after`` scans.
+``summary.json`` says what happened when. Standard library only (the guest's own python3
+runs it).
 """
 
 from __future__ import annotations
@@ -32,6 +36,52 @@ WORKLOADS = {
     "moved": ["--cpunodebind=0", "--membind=2"],
 }
 SIZES = {"still": 256, "moved": 128}
+RECYCLE_MIB = 64
+RECYCLE_PERIOD_S = 4.0
+# named rkwork-recycle (the exporters include ^rkwork); writes pid= to its ready file once
+# its memory is touched, then frees and touches it again from the next node, forever
+RECYCLER = r"""
+import ctypes, mmap, os, sys, threading, time
+ready, mib, period = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+ctypes.CDLL(None).prctl(15, b"rkwork-recycle", 0, 0, 0)
+size = mib << 20
+m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+m.madvise(mmap.MADV_NOHUGEPAGE)
+
+def cpus(node):
+    try:
+        text = open(f"/sys/devices/system/node/node{node}/cpulist").read().strip()
+    except OSError:
+        return set()
+    out = set()
+    for part in filter(None, text.split(",")):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+nodes = [n for n in range(64) if cpus(n)]
+
+def touch(node):
+    os.sched_setaffinity(0, cpus(node))  # this thread only: first touch allocates there
+    for i in range(0, size, 4096):
+        m[i] = 1
+
+def recycle(k):
+    t = threading.Thread(target=touch, args=(nodes[k % len(nodes)],))
+    t.start()
+    t.join()
+
+recycle(0)
+with open(ready + ".tmp", "w") as fh:
+    fh.write(f"pid={os.getpid()}\n")
+os.rename(ready + ".tmp", ready)
+k = 1
+while True:
+    time.sleep(period)
+    m.madvise(mmap.MADV_DONTNEED)
+    recycle(k)
+    k += 1
+"""
 
 
 def _write(path: Path, data: str) -> None:
@@ -67,8 +117,12 @@ def _next_scan(url: str, after: int, timeout: float) -> tuple[int, str] | None:
 def _start(name: str, plan: dict[str, Any], out: Path) -> tuple[subprocess.Popen[bytes], int]:
     ready = Path(f"/tmp/rk-move-{name}")
     ready.unlink(missing_ok=True)
-    argv = ["numactl", *WORKLOADS[name], plan["workload"], "-m", "anon", "-s",
-            str(SIZES[name]), "-c", "0", "-r", str(ready), "-T", "1200"]
+    if name == "recycle":
+        argv = [sys.executable, "-c", RECYCLER, str(ready), str(RECYCLE_MIB),
+                str(RECYCLE_PERIOD_S)]
+    else:
+        argv = ["numactl", *WORKLOADS[name], plan["workload"], "-m", "anon", "-s",
+                str(SIZES[name]), "-c", "0", "-r", str(ready), "-T", "1200"]
     with open(out / f"workload-{name}.out", "wb") as fh:
         wl = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     end = time.monotonic() + 180
@@ -80,13 +134,15 @@ def _start(name: str, plan: dict[str, Any], out: Path) -> tuple[subprocess.Popen
     return wl, int(info["pid"])
 
 
-def _record(url: str, scans: int, pids: dict[str, int], out: Path, timeout: float
-            ) -> int:
+def _record(url: str, scans: int, pids: dict[str, int], out: Path, timeout: float,
+            full: str | None = None) -> int:
     got = _next_scan(url, scans, timeout)
     if got is None:
         raise RuntimeError(f"no scan after {scans} within {timeout} s")
     n, text = got
     _write(out / f"scan-{n:03d}.prom", text)
+    if full is not None:
+        _write(out / f"scan-{n:03d}-full.prom", _scrape(full) or "")
     for name, pid in pids.items():
         with contextlib.suppress(OSError):
             _write(out / f"numa_maps-{n:03d}-{name}", Path(f"/proc/{pid}/numa_maps").read_text())
@@ -98,9 +154,10 @@ def run(plan: dict[str, Any], out: Path) -> dict[str, Any]:
     summary: dict[str, Any] = {"errors": [], "scans": [], "migrated_after": None}
     wls: list[subprocess.Popen[bytes]] = []
     exp: subprocess.Popen[bytes] | None = None
+    full: subprocess.Popen[bytes] | None = None
     try:
         pids: dict[str, int] = {}
-        for name in WORKLOADS:
+        for name in (*WORKLOADS, "recycle"):
             wl, pid = _start(name, plan, out)
             wls.append(wl)
             pids[name] = pid
@@ -114,14 +171,22 @@ def run(plan: dict[str, Any], out: Path) -> dict[str, Any]:
         summary["exporter_argv"] = argv
         with open(out / "exporter.out", "wb") as so, open(out / "exporter.log", "wb") as se:
             exp = subprocess.Popen(argv, stdout=so, stderr=se, start_new_session=True)
+        full_argv = [*plan["exporter"], f"--web.listen-address=127.0.0.1:{port + 1}",
+                     f"--scan.interval={plan['interval']}", "--process.min-resident=0",
+                     "--process.detail-above=0", "--process.include=^rkwork",
+                     "--placement.sample-above=0", "--log.format=json"]
+        with open(out / "exporter-full.out", "wb") as so, \
+                open(out / "exporter-full.log", "wb") as se:
+            full = subprocess.Popen(full_argv, stdout=so, stderr=se, start_new_session=True)
         url = f"http://127.0.0.1:{port}/metrics"
+        full_url = f"http://127.0.0.1:{port + 1}/metrics"
         first = _next_scan(url, 0, 180)
-        if first is None:
-            raise RuntimeError("the exporter never completed a scan")
+        if first is None or _next_scan(full_url, 0, 180) is None:
+            raise RuntimeError("an exporter never completed a scan")
         scans = first[0]
         t0 = time.monotonic()
         for _ in range(plan["scans_before"]):
-            scans = _record(url, scans, pids, out, 120)
+            scans = _record(url, scans, pids, out, 120, full_url)
             summary["scans"].append([scans, round(time.monotonic() - t0, 2)])
         r = subprocess.run(["migratepages", str(pids["moved"]), "2", "3"], capture_output=True,
                            text=True, timeout=300, check=False)
@@ -129,17 +194,19 @@ def run(plan: dict[str, Any], out: Path) -> dict[str, Any]:
         summary["migratepages"] = [r.returncode, r.stderr[-500:]]
         summary["migrated_s"] = round(time.monotonic() - t0, 2)
         for _ in range(plan["scans_after"]):
-            scans = _record(url, scans, pids, out, 120)
+            scans = _record(url, scans, pids, out, 120, full_url)
             summary["scans"].append([scans, round(time.monotonic() - t0, 2)])
     except Exception as exc:
         summary["errors"].append(f"{type(exc).__name__}: {exc}")
         summary["traceback"] = traceback.format_exc()
     finally:
-        if exp is not None:
+        for e in (exp, full):
+            if e is None:
+                continue
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(exp.pid, signal.SIGTERM)
+                os.killpg(e.pid, signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
-                exp.wait(timeout=10)
+                e.wait(timeout=10)
         for wl in wls:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(wl.pid, signal.SIGKILL)

@@ -16,6 +16,14 @@ this runs on 6.12 only), ``numa_balancing`` off throughout:
 3. **restart, reverse layout**: the exporter restarts on the same run directory (it must
    recognise its own kdamond, not call it foreign) and watches ``hotcold 64 0 256 1``: the
    hot set is local, so the hot remote ratio must be near 0.
+   Then, with the exporter still running: ``echo Y`` to DAMON_RECLAIM's ``enabled`` (it
+   must fail, and ``numa_exporter_damon_module_blocked{module="damon_reclaim"}`` read 1); an
+   outside ``echo off`` to the exporter's kdamond (started again:
+   ``numa_exporter_damon_events_total{event="kdamond_restarted"}``); a second, smaller
+   hotcold started and the watched one killed (the smaller one watched with
+   ``numa_exporter_damon_up`` 1, without the 300 s retry wait that an exit during the region
+   update used to cost). Measured in the guest: ``echo Y`` to damon_reclaim's ``enabled``
+   fails with EIO and the parameter reads ``N`` afterwards (``kdamond_pid`` -1).
 4. **paddr, per node**: the exporter restarts on the same run directory with
    ``--collector.damon.mode=paddr`` (as on a kernel with DAMON_PADDR but not DAMON_VADDR):
    its own stopped vaddr kdamond is redone as one paddr kdamond over both nodes' memory
@@ -130,8 +138,28 @@ E=$!
 poll local-first "numa_process_hot_remote_memory_ratio.pid=\\"$P2\\"" \\
   || echo "no local" >> $O/problems
 for i in 1 2 3 4 5; do sleep 2; {fetch} > $O/local-$i.prom; done
-kill -TERM $E; wait $E
+# 3b. the kernel's DAMON_RECLAIM asked to start while the exporter's kdamond runs
+M=/sys/module/damon_reclaim/parameters
+if [ -e $M/enabled ]; then
+  (echo Y > $M/enabled) 2> $O/reclaim.err; echo $? > $O/reclaim.rc
+  cat $M/enabled > $O/reclaim.enabled; cat $M/kdamond_pid > $O/reclaim.kdamond_pid 2>&1
+  sleep 3; {fetch} > $O/module.prom
+fi
+# 3c. an outside stop of the exporter's own kdamond while its process lives
+for t in $(seq 1 50); do (echo off > $A/0/state) 2>/dev/null && break; sleep 0.1; done
+poll outside 'numa_exporter_damon_events_total.event="kdamond_restarted". [1-9]' \
+  || echo "no restart" >> $O/problems
+snap > $O/outside.snap
+# 3d. the watched process exits; a smaller one is there to watch next
+{hc} 16 0 32 0 0 /tmp/rkio/ready4 > $O/next.out 2>&1 &
+P4=$(ready /tmp/rkio/ready4); echo $P4 > $O/next.pid
+sleep 2
 kill $P2
+poll next "numa_process_hot_memory_bytes.node=\\"[0-9]+\\",pid=\\"$P4\\"" \\
+  || echo "no next" >> $O/problems
+{fetch} > $O/next.prom
+kill -TERM $E; wait $E
+kill $P4
 # 4. paddr: the host's hot and idle bytes per node
 cat /sys/devices/system/memory/block_size_bytes > $O/block_size_bytes
 for n in /sys/devices/system/node/node*; do echo "$(basename $n) $(ls $n | grep '^memory' \
@@ -258,3 +286,35 @@ def test_damon_paddr_hot_bytes_by_node(out: Path) -> None:
     # sample in it is accessed (measured 0-315 MiB of node 0 hot while node 1 read 61-228
     # MiB; DAMON's regions are still ~200 MiB wide ten seconds after the kdamond starts)
     assert hot_set_seen >= 4, hot_set_seen
+
+
+def _problems(out: Path) -> str:
+    return (out / "problems").read_text() if (out / "problems").exists() else ""
+
+
+def test_damon_module_refused_while_the_exporters_kdamond_runs(out: Path) -> None:
+    if not (out / "reclaim.rc").exists():
+        pytest.skip("the guest kernel has no damon_reclaim")
+    assert (out / "reclaim.rc").read_text().strip() != "0"  # the kernel refused it
+    e = Exposition((out / "module.prom").read_text())
+    assert e.value("numa_exporter_damon_module_blocked", module="damon_reclaim") == 1
+    assert e.value("numa_exporter_damon_up") == 1
+
+
+def test_damon_outside_stop_is_restarted(out: Path) -> None:
+    assert "no restart" not in _problems(out)
+    snap = (out / "outside.snap").read_text()
+    assert "0/state on" in snap
+    assert f"0/contexts/0/targets/0/pid_target {_pid(out, 'local')}" in snap
+
+
+def test_damon_target_exit_moves_on_to_the_next_process(out: Path) -> None:
+    assert "no next" not in _problems(out)
+    e = Exposition((out / "next.prom").read_text())
+    assert e.value("numa_exporter_damon_up") == 1
+    # the worker counts target_exited when it meets the exit first; when the scan drops the
+    # exited process first (measured once in the guest) it moves on without meeting it
+    assert e.value("numa_exporter_damon_unavailable_total", reason="error") is None
+    assert e.value("numa_exporter_damon_unavailable_total", reason="stopped") is None
+    assert (e.value("numa_process_hot_memory_bytes", pid=_pid(out, "next"), node="0")
+            or 0) > 0

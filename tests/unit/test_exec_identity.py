@@ -74,3 +74,25 @@ def test_an_execd_program_ages_from_when_it_was_first_read() -> None:
     assert st.program_start(10.0, 500.0) == 500.0
     assert st.program_start(10.0, 900.0) == 500.0
     assert table.get(ProcessKey(8, 1, (1,))).program_start(10.0, 500.0) == 10.0
+
+
+def test_a_new_address_space_is_an_exec_even_with_the_same_image() -> None:
+    # issue 37 #8: without address randomisation a self re-exec keeps the image
+    table = ProcessTable(WarmupRule())
+    old = table.get(ProcessKey(7, 100, (1, 2, 3), 0))
+    old.reads = 5
+    assert table.get(ProcessKey(7, 100, (1, 2, 3), None)) is old  # the probe cannot tell
+    assert table.get(ProcessKey(7, 100, (1, 2, 3), 0)) is old
+    new = table.get(ProcessKey(7, 100, (1, 2, 3), 1))
+    assert new is not old and new.execd and new.reads == 0
+    assert table.peek(ProcessKey(7, 100, (1, 2, 3), 0)) is None
+    # the image still decides where the generation is unknown on either side
+    assert table.get(ProcessKey(7, 100, (4, 5, 6), None)) is not new
+
+
+def test_a_generation_first_known_later_is_adopted_not_taken_for_an_exec() -> None:
+    table = ProcessTable(WarmupRule())
+    st = table.get(ProcessKey(8, 100, (1, 2, 3), None))
+    assert table.get(ProcessKey(8, 100, (1, 2, 3), 4)) is st
+    assert st.key.mm == 4 and st.key.image == (1, 2, 3)
+    assert table.get(ProcessKey(8, 100, (1, 2, 3), 5)) is not st

@@ -89,7 +89,8 @@ def test_containerd_systemd_v2_assignments() -> None:
     assert kubelet_home(a) == frozenset({0}) and kubelet_home(b) == frozenset({0})
     assert kubelet_mismatches(b, {0: 100}, frozenset({1}))["kubelet_device_node"] is True
     assert kubelet_mismatches(a, {0: 100}, frozenset({0})) == dict.fromkeys(
-        ("kubelet_memory_nodes", "kubelet_cpu_nodes", "kubelet_device_node"), False)
+        ("kubelet_memory_nodes", "kubelet_cpu_nodes", "kubelet_device_node",
+         "kubelet_dra_device_node"), False)
 
 
 def test_crio_cgroupfs_v1() -> None:

@@ -145,16 +145,24 @@ RULE = WarmupRule(age=10.0, scans=2, tolerance=0.05)
 
 def test_drift_movement_and_baseline() -> None:
     t = DriftTrack.new(RULE)
-    d = t.observe(RULE, age=5.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
+    d = t.observe(RULE, age=5.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0,
+                  host_migrated=0)
     assert d.baseline_remote_ratio is None  # too young
     for age in (15.0, 25.0):
-        d = t.observe(RULE, age=age, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
+        d = t.observe(RULE, age=age, rss=100, node_bytes={0: 100}, remote_ratio=0.0,
+                      host_migrated=0)
     assert d.baseline_remote_ratio == 0.0
-    d = t.observe(RULE, age=35.0, rss=100, node_bytes={0: 40, 1: 60}, remote_ratio=0.6)
+    # the host migrated a page (4 KiB) in each interval: movement may count
+    d = t.observe(RULE, age=35.0, rss=100, node_bytes={0: 40, 1: 60}, remote_ratio=0.6,
+                  host_migrated=1)
     assert d.baseline_remote_ratio == 0.0
     assert d.departed_bytes == {0: 60} and d.arrived_bytes == {1: 60}
-    d = t.observe(RULE, age=45.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0)
+    d = t.observe(RULE, age=45.0, rss=100, node_bytes={0: 100}, remote_ratio=0.0,
+                  host_migrated=2)
     assert d.departed_bytes == {0: 60, 1: 60} and d.arrived_bytes == {1: 60, 0: 60}
+    # the counter unknown: nothing counts (movement needs evidence of a migration)
+    d = t.observe(RULE, age=55.0, rss=100, node_bytes={1: 100}, remote_ratio=1.0)
+    assert d.departed_bytes == {0: 60, 1: 60}
 
 
 def test_one_bad_scan_during_warmup_does_not_become_the_baseline() -> None:

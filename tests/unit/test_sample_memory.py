@@ -121,10 +121,9 @@ def test_nothing_moves_counters_flat_and_error_shrinks(seed: int, nodes: int,
 
 
 @settings(max_examples=12, deadline=None, derandomize=True)
-@given(seed=st.integers(0, 2**32 - 1), fraction=st.floats(0.1, 1.0), lag=st.booleans())
-def test_a_known_fraction_moves_and_is_counted(seed: int, fraction: float, lag: bool) -> None:
-    """``lag``: the host's counter shows the migration only two reads later (a long
-    migrate_pages call adds to pgmigrate_success when it ends)."""
+@given(seed=st.integers(0, 2**32 - 1), fraction=st.floats(0.1, 1.0))
+def test_a_known_fraction_moves_and_is_counted(seed: int, fraction: float) -> None:
+    """The host's counter shows the migration in the interval it happened in."""
     proc = Process(16384, (0, 1, 2, 3), seed)
     rng = random.Random(seed)
     mem = SampleMemory()
@@ -138,12 +137,10 @@ def test_a_known_fraction_moves_and_is_counted(seed: int, fraction: float, lag: 
     chosen = random.Random(seed + 1).sample(on2, int(fraction * len(on2)))
     for i in chosen:
         proc.node[i] = 3
-    for i in range(4 if lag else 1):
-        if not lag or i == 2:
-            host += len(chosen)
-        est = proc.read(mem, host, rng)
-        d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=host,
-                          moved=est.moved, exact=False)
+    host += len(chosen)
+    est = proc.read(mem, host, rng)
+    d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=host,
+                      moved=est.moved, exact=False)
     moved = len(chosen) * PAGE
     size = len(proc.node) * PAGE
     # the panel's binomial error on the moved share of the process, 4 sigma
@@ -202,10 +199,8 @@ def test_full_reads_count_movement_not_growth() -> None:
     assert d.arrived_bytes == {}  # the host moved no page: freed here, allocated there
     d = t.observe(RULE, 1.0, 1, {0: 100}, 0.0, host_migrated=10)
     assert d.arrived_bytes == {}  # ... and freed there, allocated here again
-    d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=10)
-    assert d.arrived_bytes == {}  # a migrate_pages call still running: the counter lags
     d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=25)
-    assert d.arrived_bytes == {1: 60} and d.departed_bytes == {0: 60}  # counted once it ends
+    assert d.arrived_bytes == {1: 60} and d.departed_bytes == {0: 60}  # the host migrated
     d = t.observe(RULE, 1.0, 1, {0: 40, 1: 60}, 0.0, host_migrated=30)
     assert d.arrived_bytes == {1: 60}  # not twice
 
@@ -224,10 +219,10 @@ def test_balanced_moves_never_exceed_the_changes(before: dict[int, int],
     assert sum(moves.values()) >= min(gained, lost) - 64  # rounding: a byte per pair
 
 
-def test_a_move_the_host_counter_does_not_show_yet_is_seen_by_the_sample() -> None:
-    """A long migrate_pages call adds to pgmigrate_success only when it ends: the fresh
-    sample, at odds with the carried counts, sends the next read to the panel, which counts
-    the move while the counter still stands."""
+def test_pages_on_another_node_while_the_host_migrates_nothing_are_not_moved() -> None:
+    """Pages found on another node while the host's pgmigrate_success stands still were
+    freed and faulted again there (recycled), not migrated (issue 33): the fresh sample, at
+    odds with the carried counts, drops them, and neither read counts a move."""
     proc = Process(16384, (0, 1, 2, 3), 11)
     rng = random.Random(11)
     mem = SampleMemory()
@@ -246,9 +241,7 @@ def test_a_move_the_host_counter_does_not_show_yet_is_seen_by_the_sample() -> No
     est = proc.read(mem, 0, rng)
     d = track.observe(RULE, 1.0, 1, fold_nodes(est.bytes), 0.0, host_migrated=0,
                       moved=est.moved, exact=False)
-    moved = len(on2) * PAGE
-    assert abs(d.departed_bytes.get(2, 0) - moved) <= 0.1 * moved
-    assert abs(d.arrived_bytes.get(3, 0) - moved) <= 0.1 * moved
+    assert d.departed_bytes == {} and d.arrived_bytes == {}
 
 
 def test_chi_square_tail_matches_the_tables() -> None:

@@ -33,26 +33,29 @@ REASONS = {
                          "(CPU Manager) is on",
     "kubelet_device_node": "a device the kubelet assigned its container is on a node outside "
                            "the container's memory (else exclusive CPU) nodes",
+    "kubelet_dra_device_node": "a device Dynamic Resource Allocation gave its pod is on a "
+                               "node outside the container's memory (else exclusive CPU) "
+                               "nodes",
 }
 
 MEMORY_BOUND = MetricSpec(
     "numa_process_memory_bound", "gauge",
     "1 when the process's memory is restricted to a subset of the nodes that have memory "
     "(has_memory; all online nodes where unknown) by bind or interleave policies, "
-    "Mems_allowed or cgroup cpuset.mems, else 0 (0 left out below --process.detail-above); "
+    "Mems_allowed or cgroup cpuset.mems, else 0 (0 left out at the summary level); "
     "absent where the memory policies of a sampled process are unknown and its cpuset does "
     "not bind memory.",
     P, drop_zero="summary")
 CPUS_BOUND = MetricSpec(
     "numa_process_cpus_bound", "gauge",
     "1 when the process's CPU affinity (Cpus_allowed_list) excludes some online node's CPUs, "
-    "else 0 (0 left out below --process.detail-above).", P, drop_zero="summary")
+    "else 0 (0 left out at the summary level).", P, drop_zero="summary")
 MISMATCH = MetricSpec(
     "numa_process_binding_mismatch", "gauge",
     "1 when the process shows the binding failure named by reason, else 0; a reason the "
     "facts read cannot decide (memory policies unknown) is absent: "
     + "; ".join(f"{r}: {why}" for r, why in REASONS.items())
-    + ". 0 is left out for processes below --process.detail-above.",
+    + ". 0 is left out for processes at the summary level (--process.detail-above).",
     (*P, "reason"), drop_zero="summary", bounds=(("reason", len(REASONS)),))
 
 WI_DEVIATION = MetricSpec(
@@ -66,7 +69,8 @@ OUTSIDE = MetricSpec(
     "numa_process_threads_outside_binding", "gauge",
     "Threads of the process whose allowed CPUs reach outside its binding: the narrowest "
     "of the config pin, the kubelet's assignment, the cgroup cpuset and the main thread's "
-    "mask (docs/binding.md). Absent when nothing binds the process.", P)
+    "mask (docs/binding.md). Absent when nothing binds the process; 0 is left out for "
+    "processes at the summary level (--process.detail-above).", P, drop_zero="summary")
 
 SPECS = (MEMORY_BOUND, CPUS_BOUND, MISMATCH, OUTSIDE, WI_DEVIATION)
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
-from numa_exporter.model.hot_memory import hot_remote_ratio
+from numa_exporter.model.hot_memory import EVENTS, hot_remote_ratio
 from numa_exporter.model.snapshot import Snapshot
 
 from .base import CollectorDef
@@ -18,8 +18,15 @@ HOT_BYTES = MetricSpec(
     "numa_process_hot_memory_bytes", "gauge",
     "Bytes of the process that DAMON saw accessed in its last aggregation interval "
     "(--collector.damon.hot-threshold of the samples), by the node their pages are on "
-    "(move_pages on 32 pages of each hot region). Only for the processes the exporter's "
-    "kdamonds watch (--collector.damon.processes, largest resident first).", ("pid", "node"))
+    "(move_pages on 32 pages of each hot region; beyond 256 hot regions, of 256 drawn by "
+    "size, each node's share scaled to the size of all hot regions), at most the process's "
+    "resident bytes. Only for the processes the exporter's kdamonds watch "
+    "(--collector.damon.processes, largest resident first).", ("pid", "node"))
+HOT_STDERR = MetricSpec(
+    "numa_process_hot_memory_bytes_stderr", "gauge",
+    "Largest standard error, in bytes, of numa_process_hot_memory_bytes on one node: the "
+    "sampling error of the pages looked up in each hot region, and, beyond 256 hot regions, "
+    "of the regions drawn.", ("pid",))
 HOT_REMOTE = MetricSpec(
     "numa_process_hot_remote_memory_ratio", "gauge",
     "Share of the process's hot bytes on nodes outside its home nodes (the same home as "
@@ -43,9 +50,36 @@ UNAVAILABLE = MetricSpec(
     "numa_exporter_damon_unavailable_total", "counter",
     "Times DAMON could not be used, by reason: absent (no DAMON sysfs), busy (EBUSY: "
     "another DAMON user such as DAMON_RECLAIM), foreign (kdamonds the exporter does not own "
-    "exist: left untouched), denied, not_root, error.", ("reason",))
+    "exist: left untouched), denied, not_root, run_dir (the run directory is a link, another "
+    "user's or writable by others, or its state file is no small regular file), stalled "
+    "(the worker's last result is older than its bound: no hot memory joined), yielded "
+    "(stopped while a kernel DAMON module is enabled), error.",
+    ("reason",))
 
-SPECS = (HOT_BYTES, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE)
+EVENTS_TOTAL = MetricSpec(
+    "numa_exporter_damon_events_total", "counter",
+    "Events of the exporter's own kdamonds, by event: target_exited (a watched process "
+    "exited; the next largest is watched in the same round), kdamond_restarted (something "
+    "else stopped an own kdamond while its process lived; started again), regions_refused "
+    "(regions with values no process has: not a decimal of 0..2^64-1, end not above start, "
+    "or cut at the highest user address, 2^56), hot_bytes_clamped (hot bytes above the "
+    "process's resident bytes, cut to them), module_refused (a kernel DAMON module was "
+    "enabled while an exporter kdamond ran: refused; once per episode), yielded (the "
+    "exporter's kdamonds stopped for a module, --collector.damon.yield-to-modules).",
+    ("event",),
+    bounds=(("event", len(EVENTS)),))
+
+MODULE_BLOCKED = MetricSpec(
+    "numa_exporter_damon_module_blocked", "gauge",
+    "1 while one of the kernel's DAMON modules present (damon_reclaim, damon_lru_sort, "
+    "damon_stat) is not running and an exporter kdamond runs: enabling the module fails "
+    "now (it starts its kdamond exclusively); 0 otherwise. A module enabled yet not running "
+    "is counted in numa_exporter_damon_events_total{event=\"module_refused\"}; "
+    "--collector.damon.yield-to-modules makes way for an enabled module.",
+    ("module",), bounds=(("module", 3),))
+
+SPECS = (HOT_BYTES, HOT_STDERR, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE, EVENTS_TOTAL,
+         MODULE_BLOCKED)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
@@ -53,12 +87,13 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     st = snap.damon
     if st is None:
         return
-    hb, hr, nh, ni, up, un = (family(s) for s in SPECS)
+    hb, he, hr, nh, ni, up, un, ev, mr = (family(s) for s in SPECS)
     for p in snap.processes:
         if p.hot is None:
             continue
         for node, b in sorted(p.hot.bytes_by_node.items()):
             hb.add_metric([str(p.pid), str(node)], b)
+        he.add_metric([str(p.pid)], p.hot.stderr_bytes)
         ratio = hot_remote_ratio(p.hot.bytes_by_node, p.home.nodes)
         if ratio is not None:
             hr.add_metric([str(p.pid)], ratio)
@@ -70,7 +105,12 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     up.add_metric([], 1 if st.state == "monitoring" else 0)
     for reason, n in sorted((st.unavailable or {}).items()):
         un.add_metric([reason], n)
-    yield from (hb, hr, nh, ni, up, un)
+    events = st.events or {}
+    for event in EVENTS:
+        ev.add_metric([event], events.get(event, 0))
+    for module, blocked in sorted((st.modules_blocked or {}).items()):
+        mr.add_metric([module], 1 if blocked else 0)
+    yield from (hb, he, hr, nh, ni, up, un, ev, mr)
 
 
 COLLECTOR = CollectorDef(

@@ -25,9 +25,11 @@ CHANGE = MetricSpec(
 ARRIVED = MetricSpec(
     "numa_process_node_arrived_bytes_total", "counter",
     "Bytes of the process that moved onto the node from another node (migration: not "
-    "allocation), summed over consecutive reads: a full read counts the part of the per-node "
-    "changes that balances out, a sampled read the followed pages it saw change node; "
-    "nothing while the host's pgmigrate_success stands still.", (*P, "node"), level="full",
+    "allocation, nor memory freed and faulted again on another node), summed over "
+    "consecutive reads: a full read counts the part of the per-node changes that balances "
+    "out, a sampled read the followed pages it saw change node; in each interval at most "
+    "what the host's pgmigrate_success moved since the previous read (docs/movement.md).",
+    (*P, "node"), level="full",
     bounds=(("node", "nodes"),))
 DEPARTED = MetricSpec(
     "numa_process_node_departed_bytes_total", "counter",

@@ -67,8 +67,24 @@ SCAN_STAGE = MetricSpec(
     "node files), select (listing and screening processes), processes (reading them), "
     "cgroups.", ("stage",), bounds=(("stage", 4),))
 
+PLACEMENT_SKIPPED = MetricSpec(
+    "numa_exporter_placement_reads_skipped_total", "counter",
+    "Placement reads (numa_maps or sampled) not made, the last read served as current, by "
+    "reason: unchanged (no fault of the process, the same resident size, and no migration, "
+    "THP collapse, KSM merge or swap on the host since that read; docs/movement.md).",
+    ("reason",), bounds=(("reason", 1),))
+EVIDENCE_VERIFICATIONS = MetricSpec(
+    "numa_exporter_change_evidence_verifications_total", "counter",
+    "Placements the change evidence would have served again that were read to verify it "
+    "(each at most every 5 minutes, a few processes a scan).")
+EVIDENCE_DISAGREEMENTS = MetricSpec(
+    "numa_exporter_change_evidence_disagreements_total", "counter",
+    "Verifications whose full read differed from the placement the change evidence kept "
+    "(the process's own counters unchanged across the read): the evidence missed a change.")
+
 SPECS = (BUILD, SCAN_DURATION, SCAN_INTERVAL, SCAN_BUDGET, LAST_SCAN, SCANS, PROCESSES,
-         BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, PROCESS_READ_DURATION, SCAN_STAGE)
+         BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, PROCESS_READ_DURATION, SCAN_STAGE,
+         PLACEMENT_SKIPPED, EVIDENCE_VERIFICATIONS, EVIDENCE_DISAGREEMENTS)
 
 
 def read_time_family(times: ReadTimes) -> Metric:
@@ -119,6 +135,14 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     for stage, sec in st.stage_seconds:
         f.add_metric([stage], sec)
     yield f
+    f = family(PLACEMENT_SKIPPED)
+    f.add_metric(["unchanged"], st.placement_reads_skipped.get("unchanged", 0))
+    yield f
+    for spec, value in ((EVIDENCE_VERIFICATIONS, st.evidence_verifications),
+                        (EVIDENCE_DISAGREEMENTS, st.evidence_disagreements)):
+        f = family(spec)
+        f.add_metric([], value)
+        yield f
 
 
 COLLECTOR = CollectorDef(

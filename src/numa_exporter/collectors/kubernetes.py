@@ -6,7 +6,9 @@ NUMA assignments per container (docs/kubernetes.md):
 * ``numa_process_kubernetes_info{pid, namespace, pod, container, uid, container_id}``;
 * ``numa_cgroup_kubernetes_info{cgroup, namespace, pod, container, uid, container_id, qos}``;
 * ``numa_kubernetes_container_assigned_nodes_info{namespace, pod, container, uid, resource,
-  nodes}``.
+  nodes}``;
+* ``numa_kubelet_pod_dra_device_info{namespace, pod, uid, driver, pool, device, claim,
+  node}``: the devices Dynamic Resource Allocation gave each pod and their NUMA node.
 
 ``emit_view`` builds them from a ``KubernetesView`` and the (pid, cgroup) pairs of the
 scanned processes; ``emit`` takes both from the snapshot.
@@ -64,7 +66,20 @@ NODE_MEMORY = MetricSpec(
     "machineState accounts them (blocks over several nodes split as the kubelet split "
     "them).", ("node", "resource"), bounds=(("resource", 8),))
 
-SPECS = (PROCESS, CGROUP, ASSIGNED, NODE_CONTAINERS, NODE_CPUS, NODE_MEMORY)
+DRA = MetricSpec(
+    "numa_kubelet_pod_dra_device_info", "info",
+    "Always 1; a device Dynamic Resource Allocation gave the pod, from the kubelet's "
+    "dra_manager_state: driver, pool and device as the DRA driver named them (pool empty "
+    "and device the CDI name in a checkpoint written before the kubelet's 1.31/1.32 "
+    "rework), claim the "
+    "resource claim (namespace/name), node the NUMA node(s) of its device nodes (CDI "
+    "specs, then the accelerator map or sysfs; empty where not found). A claim belongs to "
+    "the pod: every container of the pod is checked against it "
+    "(binding_mismatch reason kubelet_dra_device_node).",
+    ("namespace", "pod", "uid", "driver", "pool", "device", "claim", "node"),
+    bounds=(("device", 8), ("node", 1)))  # GPUs and NICs of one pod
+
+SPECS = (PROCESS, CGROUP, ASSIGNED, NODE_CONTAINERS, NODE_CPUS, NODE_MEMORY, DRA)
 
 
 def _names(ref: ContainerRef) -> list[str]:
@@ -100,6 +115,7 @@ def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
     yield proc
     yield cg
     yield assigned
+    yield _dra(view)
     if node_of_cpu is None:
         return
     containers, cpus = family(NODE_CONTAINERS), family(NODE_CPUS)
@@ -114,6 +130,22 @@ def emit_view(view: KubernetesView, processes: Iterable[tuple[int, str | None]],
         if node in known:
             memory.add_metric([str(node), label_text(kind)], reserved)
     yield memory
+
+
+def _dra(view: KubernetesView) -> Metric:
+    """Return the DRA device family of ``view``: one series per pod and device."""
+    dra = family(DRA)
+    seen: set[tuple[str, ...]] = set()
+    for uid, devices in sorted(view.dra.items()):
+        namespace, pod = view.pods.get(uid, ("", ""))
+        for d in devices:
+            claim = f"{d.claim_namespace}/{d.claim}" if d.claim_namespace else d.claim
+            labels = (*map(label_text, (namespace, pod, uid, d.driver, d.pool, d.device,
+                                        claim)), format_cpulist(d.nodes))
+            if labels not in seen:  # one device twice in a claim: one series
+                seen.add(labels)
+                dra.add_metric(list(labels), 1)
+    return dra
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:

@@ -29,8 +29,9 @@ INFO = MetricSpec(
 MEMORY = MetricSpec(
     "numa_process_memory_bytes", "gauge",
     "Resident bytes of the process on the node, by page kind (anon, file, shmem, hugetlb), "
-    "from /proc/<pid>/numa_maps.",
-    (*P, "node", "kind"), level="full", bounds=(("node", "nodes"), ("kind", 4)))
+    "from /proc/<pid>/numa_maps; kind=\"all\" (the sum over kinds, one series per node) for "
+    "a process at the summary level (see --process.detail-above and --process.detail-top).",
+    (*P, "node", "kind"), fold="kind", bounds=(("node", "nodes"), ("kind", 4)))
 POLICY = MetricSpec(
     "numa_process_policy_memory_bytes", "gauge",
     "Resident bytes of the process by the memory policy of the mapping holding them "
@@ -96,14 +97,14 @@ SAMPLED_PAGES = MetricSpec(
 RATIO_STDERR = MetricSpec(
     "numa_process_remote_memory_ratio_stderr", "gauge",
     "Standard error of numa_process_remote_memory_ratio: 0 for a full read, the sampling "
-    "error of a sampled estimate (absent when unknown; 0 is left out for processes below "
-    "--process.detail-above).", P, drop_zero="summary")
+    "error of a sampled estimate (absent when unknown; 0 is left out for processes at the "
+    "summary level, see --process.detail-above).", P, drop_zero="summary")
 NODE_STDERR = MetricSpec(
     "numa_process_memory_bytes_stderr", "gauge",
     "Largest standard error, in bytes, of the process's resident bytes on one node (the sum "
     "of numa_process_memory_bytes over kinds): 0 for a full read; for a sampled estimate it "
     "shrinks read after read while nothing of the process moves (earlier reads' samples are "
-    "carried; 0 is left out for processes below --process.detail-above).", P,
+    "carried; 0 is left out for processes at the summary level).", P,
     drop_zero="summary")
 
 PLACEMENT_SPECS = (INFO, MEMORY, POLICY, LOCAL, REMOTE, RATIO, HOME, THREADS, MIGRATED, START,

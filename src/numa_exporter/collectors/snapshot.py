@@ -15,6 +15,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from numa_exporter.config import Config
+from numa_exporter.model.detail_level import rule_of
 from numa_exporter.model.snapshot import ExporterStats, Snapshot
 
 from . import detail, scrape
@@ -51,7 +52,7 @@ class SnapshotCollector(Collector):
         """Yield the families of every collector that is always on or enabled by flag, then
         each one's success and duration."""
         snap = self.get() or self._empty()
-        summary = detail.summary_pids(snap, self.config.detail_above)
+        summary = detail.summary_pids(snap, rule_of(self.config))
         outcomes: dict[str, scrape.Outcome] = {}
         for c in self.collectors if self.collectors is not None else ALL:
             if c.switchable and not self.config.enabled(c.name):

@@ -11,7 +11,7 @@ from typing import Any
 from numa_exporter.inspect.tiers import render_tiers, tiers_report
 from numa_exporter.model.binding import memory_binding, memory_capable
 from numa_exporter.model.home import Home, locality
-from numa_exporter.model.kubernetes import KubernetesView, kubelet_home
+from numa_exporter.model.kubernetes import DraDevice, KubernetesView, kubelet_home
 from numa_exporter.model.snapshot import ProcessSample, SystemSample
 from numa_exporter.parsers.cpulist import format_cpulist
 from numa_exporter.parsers.numa_maps import Kind
@@ -38,6 +38,9 @@ MISMATCH_TEXT = {
                          "Manager assigned its container is on",
     "kubelet_device_node": "a device the kubelet assigned its container sits on a node "
                            "outside the container's assigned memory (or CPU) nodes",
+    "kubelet_dra_device_node": "a device Dynamic Resource Allocation gave its pod sits on a "
+                               "node outside the container's assigned memory (or CPU) "
+                               "nodes",
 }
 
 
@@ -183,12 +186,38 @@ def _pod_remedies(sample: ProcessSample, target: frozenset[int], verdict: str,
         out.append("# threads ran outside the CPUs the CPU Manager assigned: the container's "
                    "cpuset.cpus does not hold the assignment (check the kubelet's log and "
                    "anything else that writes the pod's cgroups)")
+    if sample.mismatches.get("kubelet_dra_device_node") and sample.kubelet is not None:
+        local = sample.kubelet.memory_nodes or sample.kubelet.cpu_nodes or frozenset()
+        for d in sample.kubelet.dra_off():
+            out.append(_dra_remedy(d, local))
     remote_nodes = sorted(set(node_bytes) - target - accelerator_memory(sample))
     if verdict != "local" and remote_nodes:
         out.append(f"migratepages {sample.pid} {format_cpulist(set(remote_nodes))} "
                    f"{format_cpulist(set(target))}   # move existing pages now, from the "
                    "host (numactl package)")
     return out
+
+
+def dra_name(d: DraDevice) -> str:
+    """Return a DRA device as ``driver/pool/device (claim ns/name)``, label-safe."""
+    name = "/".join(label_text(x) for x in (d.driver, d.pool, d.device) if x)
+    claim = f"{d.claim_namespace}/{d.claim}" if d.claim_namespace else d.claim
+    return f"{name} (claim {label_text(claim)})"
+
+
+def _dra_remedy(d: DraDevice, local: frozenset[int]) -> str:
+    """Return the remedy lines for a DRA device on a node outside the container's nodes."""
+    paths = ", ".join(label_text(p) for p in d.paths)
+    return (f"# DRA device {dra_name(d)}{f' [{paths}]' if paths else ''} is on node "
+            f"{format_cpulist(set(d.nodes))}, the container's CPUs and memory on node "
+            f"{format_cpulist(set(local))}: the Topology Manager does not align DRA devices."
+            "\n# Allocate a device on the container's node: in the ResourceClaim (or its "
+            "template) add a CEL selector on the NUMA node attribute the driver publishes, "
+            "e.g.\n#   selectors: [{cel: {expression: 'device.attributes[\""
+            f"{label_text(d.driver)}\"].numaNode == {min(local) if local else 0}'}}}}]"
+            "\n# then recreate the pod; or, "
+            "where the device must stay, recreate the pod until the kubelet assigns CPUs "
+            f"and memory on node {format_cpulist(set(d.nodes))}")
 
 
 def current_bindings(sample: ProcessSample, system: SystemSample
@@ -290,6 +319,13 @@ def kubernetes_report(sample: ProcessSample, view: KubernetesView | None
         "uid": ref.uid, "container_id": ref.container_id, "qos": ref.qos,
         "assigned_nodes": ({label_text(r): format_cpulist(set(n))
                             for r, n in sorted(a.by_resource().items())} if a else {}),
+        "dra_devices": [{"driver": label_text(d.driver), "pool": label_text(d.pool),
+                         "device": label_text(d.device), "claim": label_text(
+                             f"{d.claim_namespace}/{d.claim}" if d.claim_namespace
+                             else d.claim),
+                         "node": format_cpulist(set(d.nodes)),
+                         "paths": [label_text(p) for p in d.paths]}
+                        for d in (a.dra if a else ())],
         "cpu_manager_policy": label_text(view.cpu_policy) if view is not None else "",
         "memory_manager_policy": label_text(view.memory_policy) if view is not None else "",
     }
@@ -377,6 +413,10 @@ def render(rep: dict[str, Any]) -> str:
         out.append(f"Kubelet assigned  {assigned or 'nothing (shared CPUs, any memory node)'}"
                    f" [cpuManagerPolicy {k['cpu_manager_policy'] or '?'}, "
                    f"memoryManagerPolicy {k['memory_manager_policy'] or '?'}]")
+        for d in k.get("dra_devices", ()):
+            out.append(f"DRA device        {d['driver']}/{d['pool'] or '-'}/{d['device']} "
+                       f"(claim {d['claim']}) on node {d['node'] or 'unknown'}"
+                       + (f" [{', '.join(d['paths'])}]" if d["paths"] else ""))
     out.append("")
     kinds = [k.value for k in Kind]
     out.append("Resident memory by node (MiB)")

@@ -15,14 +15,17 @@ ways of reading a process:
   (:mod:`numa_exporter.model.sample_memory`): never the difference of two estimates, which
   is mostly sampling noise.
 
-Both are gated on the host's own migration counter (``pgmigrate_success``): when the host
-migrated no page at all since the previous read, nothing of the process moved (a page freed
-on one node and one allocated on another in between is allocation, not movement). The
-kernel adds to that counter when a migrate_pages call *ends*, so a full read keeps its
-baseline while the gate is shut and compares against it once the counter moves; the sampled
-reader also checks its fresh sample against what it carried (``readers/sampled/memory.py``).
-Where the counter is unknown the gate stays open. A full read after a sampled one (or the
-reverse) compares nothing: the sampled read counted its own interval.
+Both are held to the movement rule of :mod:`numa_exporter.model.change_evidence` (see
+docs/movement.md): a page counts as moved only where the host migrated pages
+(``pgmigrate_success``) since the *previous read* of the process, and the bytes counted in
+one interval are at most what the host migrated in it (an upper bound of any one process's
+share: :func:`~numa_exporter.model.change_evidence.bounded_moves` scales the pairs down in
+proportion). A page freed on one node and faulted again on another while the host migrated
+nothing is recycled memory: counted by neither reader. Every read compares against the
+read before it, never against an older baseline (one unrelated migration would otherwise
+open the comparison to everything recycled since). Where the counter is unknown nothing
+counts. A full read after a sampled one (or the reverse) compares nothing: the sampled read
+counted its own interval.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from numa_exporter.model.sample_memory import migrated_since
+from numa_exporter.model.change_evidence import bounded_moves
 from numa_exporter.model.snapshot import Drift
 
 MIN_AGREEING_SCANS = 3  # the baseline is a median: one bad scan among three cannot set it
@@ -74,7 +77,7 @@ class DriftTrack:
                 node_bytes: Mapping[int, int], remote_ratio: float, *,
                 host_migrated: int | None = None,
                 moved: Mapping[tuple[int, int], int] | None = None,
-                exact: bool = True) -> Drift:
+                exact: bool = True, page_size: int = 4096) -> Drift:
         """Return the drift after recording this scan's placement.
 
         ``age`` is the process's age in seconds (None when the boot time is unknown: the
@@ -84,19 +87,22 @@ class DriftTrack:
         (:func:`~numa_exporter.model.sample_memory.host_migrated_pages`; None: unknown).
         ``exact``: ``node_bytes`` come from a full read; else ``moved`` holds the bytes a
         sampled read saw moving per (from, to) node (None: it saw nothing either way).
+        Either counts at most the bytes the host migrated since the previous read
+        (``page_size`` bytes a migrated page; none where the counter is unknown).
         """
-        quiet = migrated_since(self.host_migrated, host_migrated) == 0
+        allowance = 0
+        if (self.host_migrated is not None and host_migrated is not None
+                and host_migrated > self.host_migrated):
+            allowance = (host_migrated - self.host_migrated) * page_size
         self.host_migrated = host_migrated
         if exact:
-            if self.last_nodes is None or not quiet:
-                if self.last_nodes is not None:
-                    self._count(balanced_moves(self.last_nodes, node_bytes))
-                self.last_nodes = dict(node_bytes)
-            # quiet: the baseline stays, so a migration the counter shows only later (it
-            # is added to when a migrate_pages call ends) is still counted then
+            if self.last_nodes is not None:
+                self._count(bounded_moves(balanced_moves(self.last_nodes, node_bytes),
+                                          allowance))
+            self.last_nodes = dict(node_bytes)
         else:
             if moved:
-                self._count(moved)  # the sampled reader applied the gate itself
+                self._count(bounded_moves(moved, allowance))
             self.last_nodes = None
         self.rss.append(rss)
         self.ratios.append(remote_ratio)

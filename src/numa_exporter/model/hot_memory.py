@@ -3,8 +3,13 @@ them is remote (against the same home as the byte ratio)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+# the highest user address any supported kernel gives a process (x86_64 with 5-level paging
+# and arm64 with 52-bit VAs: 2^56 and 2^52): a region beyond it is no memory of a process
+TASK_SIZE_MAX = 1 << 56
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,7 +17,13 @@ class HotMemory:
     """One process's hot bytes by node (sampled placement of DAMON's hot regions).
 
     ``start_time`` ties it to one process (a pid reused by another process is not joined);
-    ``regions``/``hot_regions`` count DAMON's regions; ``monotonic`` is when it was read.
+    ``regions``/``hot_regions`` count DAMON's regions, ``placed_regions`` the hot regions
+    whose pages were looked up (all of them up to a bound, else a sample by size);
+    ``hot_bytes`` is the size of every hot region (clamped to the process's resident
+    bytes), ``stderr_bytes`` the largest standard error of one node's bytes;
+    ``refused_regions`` counts regions refused or clamped (beyond TASK_SIZE_MAX) and
+    ``clamped`` says the hot bytes were cut to the resident bytes; ``monotonic`` is when it
+    was read.
     """
 
     pid: int
@@ -21,19 +32,40 @@ class HotMemory:
     regions: int = 0
     hot_regions: int = 0
     monotonic: float = 0.0
+    placed_regions: int = 0
+    hot_bytes: float = 0.0
+    stderr_bytes: float = 0.0
+    refused_regions: int = 0
+    clamped: bool = False
+
+
+# what the hot-memory worker counts (numa_exporter_damon_events_total{event}): a watched
+# process that exited (replaced by the next in the same round); an own kdamond that
+# something else stopped, started again; regions refused for unsound values or cut at
+# TASK_SIZE_MAX; hot bytes cut to the process's resident bytes; a kernel DAMON module asked
+# to run while an exporter kdamond ran (one episode each); the exporter's kdamonds stopped
+# to make way for a module (--collector.damon.yield-to-modules)
+EVENTS = ("target_exited", "kdamond_restarted", "regions_refused", "hot_bytes_clamped",
+          "module_refused", "yielded")
 
 
 @dataclass(frozen=True, slots=True)
 class DamonStatus:
     """What the hot-memory worker last knew: ``state`` (``off``, ``monitoring``, or why
     DAMON cannot be used: ``absent``, ``busy``, ``foreign``, ``denied``, ``not_root``,
-    ``error``), the hot memory of each watched process by pid (vaddr), the host's hot and
-    idle bytes by node (paddr), and counts of unavailability by reason."""
+    ``run_dir``, ``stalled``, ``yielded``, ``error``), the hot memory of each watched process by pid
+    (vaddr), the host's hot and idle bytes by node (paddr), counts of unavailability by
+    reason and of EVENTS, and when it was made."""
 
     state: str = "off"
     hot: dict[int, HotMemory] | None = None
     unavailable: dict[str, int] | None = None
     nodes: NodeHotMemory | None = None  # paddr mode: host-wide hot and idle bytes by node
+    monotonic: float = 0.0  # when the worker made it (time.monotonic)
+    events: dict[str, int] | None = None  # counted events: target_exited, ...
+    # the kernel's DAMON modules present: name -> blocked (not running while an exporter
+    # kdamond runs: enabling it fails now)
+    modules_blocked: dict[str, bool] | None = None
 
 
 def is_hot(nr_accesses: int, max_accesses: int, threshold: float) -> bool:
@@ -50,19 +82,6 @@ def sample_addresses(start: int, end: int, pages: int, page_size: int = 4096) ->
         return []
     k = min(pages, n_pages)
     return [first + (i * n_pages // k) * page_size for i in range(k)]
-
-
-def split_by_node(size: int, statuses: Sequence[int]) -> dict[int, float]:
-    """Return ``size`` bytes split over nodes in proportion to the sampled pages' nodes
-    (move_pages statuses: a node id, or -errno for a page not present, which counts as
-    not resident)."""
-    if not statuses:
-        return {}
-    out: dict[int, float] = {}
-    for s in statuses:
-        if s >= 0:
-            out[s] = out.get(s, 0.0) + size / len(statuses)
-    return out
 
 
 def add_bytes(parts: Iterable[Mapping[int, float]]) -> dict[int, float]:
@@ -133,3 +152,89 @@ class NodeHotMemory:
     idle: dict[int, float] = field(default_factory=dict)
     regions: int = 0
     monotonic: float = 0.0
+
+
+def bound_regions(regions: Iterable[tuple[int, int]], limit: int = TASK_SIZE_MAX
+                  ) -> tuple[list[int], int]:
+    """Return the indexes of the ``(start, end)`` regions that lie in ``[0, limit)``, each
+    to be cut at ``limit`` by the caller, and how many were refused (negative, empty, or
+    starting at or beyond ``limit``) or cut."""
+    kept: list[int] = []
+    bad = 0
+    for i, (start, end) in enumerate(regions):
+        if start < 0 or end <= start or start >= limit:
+            bad += 1
+            continue
+        if end > limit:
+            bad += 1
+        kept.append(i)
+    return kept, bad
+
+
+def systematic_pps(sizes: Sequence[float], k: int, offset: float) -> dict[int, int]:
+    """Return a systematic sample of ``k`` picks with probability proportional to size:
+    index -> times picked (a region larger than total/k can be picked more than once).
+    ``offset`` in [0, 1) places the first pick."""
+    total = float(sum(sizes))
+    if k <= 0 or total <= 0:
+        return {}
+    step = total / k
+    picks: dict[int, int] = {}
+    i, upper = 0, float(sizes[0]) if sizes else 0.0
+    for j in range(k):
+        x = (j + offset) * step
+        while x >= upper and i < len(sizes) - 1:
+            i += 1
+            upper += sizes[i]
+        picks[i] = picks.get(i, 0) + 1
+    return picks
+
+
+def node_fractions(statuses: Sequence[int]) -> dict[int, float]:
+    """Return the share of the sampled pages on each node (move_pages statuses: a node id,
+    or -errno for a page not present, which counts for no node)."""
+    if not statuses:
+        return {}
+    out: dict[int, float] = {}
+    for st in statuses:
+        if st >= 0:
+            out[st] = out.get(st, 0.0) + 1.0 / len(statuses)
+    return out
+
+
+def census_estimate(parts: Sequence[tuple[float, Mapping[int, float], int]]
+                    ) -> tuple[dict[int, float], float]:
+    """Return bytes by node and the largest per-node standard error when every hot region
+    was placed: ``parts`` are (region bytes, node fractions of its sampled pages, pages
+    sampled); the error is the pages' sampling error,
+    ``sqrt(sum_r B_r^2 p_rn (1 - p_rn) / m_r)``."""
+    out: dict[int, float] = {}
+    var: dict[int, float] = {}
+    for size, frac, m in parts:
+        for n, p in frac.items():
+            out[n] = out.get(n, 0.0) + size * p
+            if m > 0:
+                var[n] = var.get(n, 0.0) + size * size * p * (1 - p) / m
+    return out, math.sqrt(max(var.values(), default=0.0))
+
+
+def pps_estimate(total: float, picks: Sequence[tuple[int, Mapping[int, float]]]
+                 ) -> tuple[dict[int, float], float]:
+    """Return bytes by node and the largest per-node standard error from a sample of hot
+    regions drawn with probability proportional to size: ``picks`` are (times picked, node
+    fractions of the region's sampled pages). Each node's share is the mean fraction over
+    the picks, scaled to the ``total`` hot bytes; its error is ``total`` times the standard
+    error of that mean, ``sqrt(var / k)`` over the ``k`` picks."""
+    k = sum(c for c, _ in picks)
+    if k <= 0 or total <= 0:
+        return {}, 0.0
+    nodes = sorted({n for _, f in picks for n in f})
+    out: dict[int, float] = {}
+    worst = 0.0
+    for n in nodes:
+        mean = sum(c * f.get(n, 0.0) for c, f in picks) / k
+        out[n] = total * mean
+        if k > 1:
+            var = sum(c * (f.get(n, 0.0) - mean) ** 2 for c, f in picks) / (k - 1)
+            worst = max(worst, total * math.sqrt(var / k))
+    return out, worst

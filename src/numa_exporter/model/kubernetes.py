@@ -13,7 +13,10 @@ Intended versus actual (docs/kubernetes.md):
   outside its Memory Manager nodes;
 * ``kubelet_cpu_nodes``: its threads ran on a node none of its exclusive CPUs is on;
 * ``kubelet_device_node``: a device the kubelet assigned it sits on a node outside its
-  Memory Manager nodes (or, without those, outside the nodes of its exclusive CPUs).
+  Memory Manager nodes (or, without those, outside the nodes of its exclusive CPUs);
+* ``kubelet_dra_device_node``: the same rule for a device Dynamic Resource Allocation
+  gave its pod (a claim's devices belong to the pod: which container uses a claim is in the
+  pod spec, which the exporter does not read, so each container of the pod is checked).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 OFF_SHARE = 0.05  # bytes off the kubelet's memory nodes beyond this share: a mismatch
-REASONS = ("kubelet_memory_nodes", "kubelet_cpu_nodes", "kubelet_device_node")
+REASONS = ("kubelet_memory_nodes", "kubelet_cpu_nodes", "kubelet_device_node",
+           "kubelet_dra_device_node")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,25 @@ class ContainerRef:
 
 
 @dataclass(frozen=True, slots=True)
+class DraDevice:
+    """A device Dynamic Resource Allocation gave a pod, and where it sits.
+
+    ``driver``, ``pool`` and ``device`` name it as the DRA driver published it (``pool``
+    empty and ``device`` its CDI name in a legacy checkpoint), ``claim`` and
+    ``claim_namespace`` the resource claim; ``nodes`` the NUMA nodes of its device nodes
+    (empty: not found); ``paths`` the host device nodes whose node was found.
+    """
+
+    driver: str
+    pool: str
+    device: str
+    claim: str
+    claim_namespace: str = ""
+    nodes: frozenset[int] = frozenset()
+    paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Assignment:
     """What the kubelet assigned one container, in NUMA nodes.
 
@@ -54,7 +77,7 @@ class Assignment:
     ``memory_by_type`` the same per memory type (``memory``, ``hugepages-1Gi``, ...);
     ``cpus`` its exclusive CPUs and ``cpu_nodes`` their nodes (None: shared pool);
     ``devices`` the nodes of its devices per resource (an empty set: the plugin gave no
-    topology).
+    topology); ``dra`` the devices Dynamic Resource Allocation gave its pod.
     """
 
     memory_nodes: frozenset[int] | None = None
@@ -62,11 +85,21 @@ class Assignment:
     cpus: frozenset[int] | None = None
     cpu_nodes: frozenset[int] | None = None
     devices: dict[str, frozenset[int]] = field(default_factory=dict)
+    dra: tuple[DraDevice, ...] = ()
 
     @property
     def empty(self) -> bool:
         """Return whether the kubelet assigned nothing NUMA-specific."""
-        return self.memory_nodes is None and self.cpus is None and not self.devices
+        return (self.memory_nodes is None and self.cpus is None and not self.devices
+                and not self.dra)
+
+    def dra_off(self) -> tuple[DraDevice, ...]:
+        """Return the DRA devices on a node outside the container's memory (else exclusive
+        CPU) nodes; none without those nodes."""
+        local = self.memory_nodes or self.cpu_nodes
+        if not local:
+            return ()
+        return tuple(d for d in self.dra if d.nodes - local)
 
     def by_resource(self) -> dict[str, frozenset[int]]:
         """Return the assigned nodes per resource: ``cpu``, memory types, device resources."""
@@ -87,7 +120,8 @@ class KubernetesView:
     the kubelet's assignment, ``assignments_by_id`` a container ID (bare) to one from an
     old CPU Manager checkpoint keyed by container. ``cpu_policy`` and ``memory_policy``
     are the checkpoints' policy names (empty: no checkpoint read); ``memory_reserved``
-    (node, memory type) -> the bytes the Memory Manager reserved for containers there.
+    (node, memory type) -> the bytes the Memory Manager reserved for containers there;
+    ``dra`` a pod UID -> the devices Dynamic Resource Allocation gave it.
     """
 
     cgroups: dict[str, ContainerRef] = field(default_factory=dict)
@@ -97,6 +131,7 @@ class KubernetesView:
     cpu_policy: str = ""
     memory_policy: str = ""
     memory_reserved: dict[tuple[int, str], int] = field(default_factory=dict)
+    dra: dict[str, tuple[DraDevice, ...]] = field(default_factory=dict)
 
     def assignment_for(self, ref: ContainerRef) -> Assignment | None:
         """Return the kubelet's assignment of the container ``ref``, None without one."""
@@ -123,6 +158,8 @@ def kubelet_mismatches(assignment: Assignment | None, node_bytes: Mapping[int, i
 
     ``node_bytes`` are the process's resident bytes per node, ``thread_nodes`` the nodes
     its threads ran on. Without an assignment (or the part a reason needs) it is False.
+    ``kubelet_dra_device_node``: a DRA device of the pod is on a node outside the
+    container's memory (else exclusive CPU) nodes, as ``kubelet_device_node``.
     """
     out = dict.fromkeys(REASONS, False)
     if assignment is None:
@@ -138,6 +175,7 @@ def kubelet_mismatches(assignment: Assignment | None, node_bytes: Mapping[int, i
     if local:
         device_nodes = frozenset(n for ns in assignment.devices.values() for n in ns)
         out["kubelet_device_node"] = bool(device_nodes - local)
+        out["kubelet_dra_device_node"] = bool(assignment.dra_off())
     return out
 
 

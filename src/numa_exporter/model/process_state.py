@@ -2,9 +2,17 @@
 
 A process is its pid together with its start time (clock ticks since boot, from
 ``/proc/<pid>/stat``): a pid the kernel hands out again is a new process with fresh state.
-A program that replaces itself with ``exec()`` keeps both; its image fields in ``stat``
-(``PidStat.image``: where exec() put the code, stack and arguments) change, and the new
-program starts with fresh state too (its drift warm-up counted from when it was first seen).
+A program that replaces itself with ``exec()`` keeps both, and starts with fresh state too
+(its drift warm-up counted from when it was first seen). Two markers tell an exec, either
+one enough where both sides know it:
+
+* ``mm``: the generation of the process's address space (``sources/exec_probe.py``: a held
+  ``environ`` descriptor reads nothing once the mm it was opened on is gone). Every exec
+  replaces the mm, so this sees an exec that lays the new program out where the old one
+  was (address randomisation off, the same binary);
+* ``image``: the image fields in ``stat`` (``PidStat.image``: where exec() put the code and
+  the stack), the fallback where the probe cannot tell (no environment, no room for a
+  descriptor, a fixture root without ``environ``).
 """
 
 from __future__ import annotations
@@ -13,29 +21,35 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from numa_exporter.model.cadence import ReadCosts
+from numa_exporter.model.change_evidence import ProcessCounters
 from numa_exporter.model.counters import ThreadSum
+from numa_exporter.model.detail_level import DetailTrack
 from numa_exporter.model.drift import DriftTrack, WarmupRule
 from numa_exporter.model.policies import PolicyView
 from numa_exporter.model.sample_memory import SampleMemory
 from numa_exporter.model.snapshot import ProcessSample
+from numa_exporter.model.stages import Placement
 from numa_exporter.model.threads import ThreadReading
 
 
 @dataclass(frozen=True, slots=True, order=True)
 class ProcessKey:
-    """The identity of a process: pid and start time in clock ticks since boot, and the
-    image exec() last laid out (None: not known). The image is not compared here: where one
-    side does not know it, the pid and start time decide (see :func:`execd`)."""
+    """The identity of a process: pid and start time in clock ticks since boot, the image
+    exec() last laid out and the generation of its address space (None: not known). The
+    two markers are not compared here: where one side does not know one, the other and the
+    pid and start time decide (see :func:`execd`)."""
 
     pid: int
     start_ticks: int
     image: tuple[int, ...] | None = field(default=None, compare=False)
+    mm: int | None = field(default=None, compare=False)
 
 
 def execd(old: ProcessKey, new: ProcessKey) -> bool:
-    """Return whether ``new`` is the same process as ``old`` after an exec(): both images
-    known and different."""
-    return old.image is not None and new.image is not None and old.image != new.image
+    """Return whether ``new`` is the same process as ``old`` after an exec(): the address
+    space generations, or the images, both known and different."""
+    return ((old.mm is not None and new.mm is not None and old.mm != new.mm)
+            or (old.image is not None and new.image is not None and old.image != new.image))
 
 
 @dataclass(slots=True)
@@ -69,6 +83,16 @@ class ProcessState:
     sampled: SampleMemory | None = None
     # bytes of weighted-interleave mappings by (policy nodes, node), from the last full read
     weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
+    # its detail level across scans (the scanner advances it once a scan it is served)
+    detail: DetailTrack = field(default_factory=DetailTrack)
+    # the change evidence at the last read (model/change_evidence.py); None: never read
+    counters: ProcessCounters | None = None
+    # the last placement read (served again while the evidence says nothing changed) and
+    # when it was read (monotonic seconds)
+    placed: Placement | None = None
+    placed_at: float = 0.0
+    # sampled reads in a row that the change evidence found nothing changed before
+    quiet_sampled: int = 0
 
     def program_start(self, start_time: float, now: float) -> float:
         """Return when the program now running started (steady seconds): the process's
@@ -96,14 +120,22 @@ class ProcessTable:
             new = ProcessState(key=key, drift=DriftTrack.new(self.rule),
                                execd=st is not None and st.key == key)
             self._by_pid[key.pid] = st = new
-        elif st.key.image is None and key.image is not None:
-            st.key = replace(st.key, image=key.image)  # seen now: an exec from here is new
+        elif ((st.key.image is None and key.image is not None)
+              or (st.key.mm is None and key.mm is not None)):
+            # seen now: an exec from here is new
+            st.key = replace(st.key, image=st.key.image if key.image is None else key.image,
+                             mm=st.key.mm if key.mm is None else key.mm)
         return st
 
     def peek(self, key: ProcessKey) -> ProcessState | None:
         """Return the state of ``key`` if there is one (none after an exec())."""
         st = self._by_pid.get(key.pid)
         return st if st is not None and st.key == key and not execd(st.key, key) else None
+
+    def by_pid(self, pid: int) -> ProcessState | None:
+        """Return the state held for ``pid`` (the process the last read or keep served),
+        or None."""
+        return self._by_pid.get(pid)
 
     def retain(self, listed: frozenset[int]) -> None:
         """Drop the state of every process whose pid is no longer listed."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from numa_exporter.model.cadence import Method, Reason
+from numa_exporter.model.change_evidence import HostCounters
 from numa_exporter.model.home import Home, Locality
 from numa_exporter.model.hot_memory import DamonStatus, HotMemory
 from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
@@ -139,6 +140,8 @@ class SystemSample:
     node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
     demotion_enabled: bool | None = None
     weighted_interleave: InterleaveWeights | None = None  # 6.9+; node or binding collector
+    # the host's counters of events that move pages (model/change_evidence.py); None: unread
+    change_counters: HostCounters | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +183,11 @@ class ExporterStats:
     scan_budget: float = 0.0
     # CPU seconds of the last scan by stage (system, select, processes, cgroups), in order
     stage_seconds: tuple[tuple[str, float], ...] = ()
+    # placement reads not made, by reason (unchanged: the change evidence kept the last
+    # read), real reads that verified a kept placement, and those that disagreed with it
+    placement_reads_skipped: dict[str, int] = field(default_factory=dict)
+    evidence_verifications: int = 0
+    evidence_disagreements: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,3 +201,6 @@ class Snapshot:
     kubernetes: KubernetesView = field(default_factory=KubernetesView)
     stats: ExporterStats = field(default_factory=ExporterStats)
     damon: DamonStatus | None = None  # None: --collector.damon off
+    # pids of the processes at full detail, decided by the scan with hysteresis
+    # (model/detail_level.py); None: not decided (collectors/detail.py decides by size)
+    full_detail: frozenset[int] | None = None

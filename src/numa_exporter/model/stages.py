@@ -125,6 +125,9 @@ class Placement:
     # bytes of weighted-interleave mappings by (policy nodes, node); sampled: the last full
     # read's, while its policy view is current (``model/policies.py``), else none
     weighted_nodes: dict[tuple[frozenset[int], int], int] = field(default_factory=dict)
+    # True: the last read served again, the change evidence saying nothing changed since
+    # (``model/change_evidence.py``); its movement was counted when it was read
+    kept: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,15 @@ class PidStat:
     flags: int = 0  # the task's PF_* flags (field 9)
     # what exec() sets anew (see exec_marker); None: not shown (no mm, or no ptrace access)
     image: tuple[int, ...] | None = None
+    # faults the process took, live and exited threads together (fields 10 and 12; children
+    # not included): minor and major, as mm_account_fault() in mm/memory.c counts them
+    minflt: int = 0
+    majflt: int = 0
+
+    @property
+    def faults(self) -> int:
+        """Return the faults the process took (minor + major)."""
+        return self.minflt + self.majflt
 
     @property
     def kernel_thread(self) -> bool:
@@ -50,7 +59,9 @@ class PidStat:
 #: (the stack always, the code of a PIE); without it, another program's code ends
 #: elsewhere. No other user moves them (only ``prctl(PR_SET_MM)`` with CAP_SYS_RESOURCE, on
 #: the caller itself, which CRIU uses). Not arg_start..env_end (48-51): privileged programs
-#: move those to rename themselves (systemd's ``rename_process``), which is no exec.
+#: move those to rename themselves (systemd's ``rename_process``), which is no exec. Without
+#: randomisation an exec of the same binary with the same arguments keeps all three: the
+#: address space generation (``sources/exec_probe.py``) tells that exec; this is its fallback.
 _IMAGE_FIELDS = (26, 27, 28)
 
 
@@ -91,7 +102,8 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
     def field(n: int) -> int:
         return int(rest[n - 3])
 
-    used = (field(4), field(9), field(14), field(15), field(20), field(22))
+    used = (field(4), field(9), field(10), field(12), field(14), field(15), field(20),
+            field(22))
     processor = field(39) if len(rest) >= 37 else None
     if any(v < 0 for v in used) or (processor is not None and not 0 <= processor <= MAX_CPU_ID):
         return None
@@ -106,5 +118,7 @@ def parse_pid_stat(data: bytes) -> PidStat | None:
         starttime=field(22),
         processor=processor,
         flags=field(9),
+        minflt=field(10),
+        majflt=field(12),
         image=exec_marker(field, len(rest) + 2),
     )

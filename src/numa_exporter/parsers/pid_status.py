@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from numa_exporter.parsers._kv import lines, to_uint
+from numa_exporter.parsers._kv import to_uint
 from numa_exporter.parsers.cpulist import MAX_CPU_ID, MAX_NODE_ID, parse_cpulist
 from numa_exporter.parsers.text import label_text
 
@@ -31,6 +32,11 @@ class PidStatus:
     kthread: bool | None = None  # the Kthread line (PF_KTHREAD; kernels since 6.x), else None
 
 
+#: The lines parse_pid_status uses, at the start of a line (after blanks), and their values.
+_USED = re.compile(rb"^[ \t\r\f\v]*(Tgid|Uid|Threads|VmRSS|RssAnon|RssFile|RssShmem|"
+                   rb"HugetlbPages|Cpus_allowed_list|Mems_allowed_list|Kthread):([^\n]*)",
+                   re.M)
+
 _KB = {"VmRSS": "vm_rss", "RssAnon": "rss_anon", "RssFile": "rss_file",
        "RssShmem": "rss_shmem", "HugetlbPages": "hugetlb"}
 
@@ -41,11 +47,10 @@ def parse_pid_status(data: bytes) -> PidStatus:
     Never raises: numbers are ASCII decimal only, id lists are bounded (CPUs below 8192,
     nodes below 1024).
     """
-    f: dict[str, str] = {}
-    for _, text in lines(data):
-        key, sep, val = text.partition(":")
-        if sep:
-            f[key] = val.strip()
+    # only the lines used, found by one regular expression (a status file has ~60 lines and
+    # every watched process's is parsed each scan); the last of a repeated key counts
+    f = {m[1].decode("ascii"): m[2].decode("utf-8", "replace").strip()
+         for m in _USED.finditer(data)}
     errors = 0
 
     def num(key: str) -> int | None:

@@ -31,8 +31,9 @@ from typing import Any, TypeVar
 
 import structlog
 
-from numa_exporter.model.kubernetes import Assignment, ContainerRef, KubernetesView
+from numa_exporter.model.kubernetes import Assignment, ContainerRef, DraDevice, KubernetesView
 from numa_exporter.parsers.kubelet import cpu_manager_state as cms
+from numa_exporter.parsers.kubelet import dra_manager_state as dms
 from numa_exporter.parsers.kubelet import kubelet_internal_checkpoint as kic
 from numa_exporter.parsers.kubelet import memory_manager_state as mms
 from numa_exporter.parsers.kubelet.envelope import CheckpointResult
@@ -41,6 +42,8 @@ from numa_exporter.parsers.oci_config import MAX_BYTES as MAX_OCI_BYTES
 from numa_exporter.parsers.oci_config import OciConfig, parse_oci_config
 from numa_exporter.parsers.pod_log_dir import parse_pod_log_dir
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
+from numa_exporter.readers.accelerators import AcceleratorSource
+from numa_exporter.readers.dra import CdiSpecs, DeviceLocality, dra_devices
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.deadline import Deadline
 from numa_exporter.sources.errors import SourceError
@@ -49,11 +52,13 @@ from numa_exporter.sources.rootfs import (
     CPU_MANAGER_STATE,
     CRIO_CONTAINERS,
     DEVICE_CHECKPOINT,
+    DRA_MANAGER_STATE,
     MEMORY_MANAGER_STATE,
     POD_LOGS,
     Cut,
     RootFS,
 )
+from numa_exporter.sources.sysfs import DeviceNumberSysFS
 
 log = structlog.get_logger("numa_exporter.kubernetes")
 
@@ -102,7 +107,8 @@ class _Builder:
                 per[b.type] = per.get(b.type, frozenset()) | nodes
 
     def assignment(self, cpus: frozenset[int] | None, memory: dict[str, frozenset[int]],
-                   devices: dict[str, frozenset[int]]) -> Assignment:
+                   devices: dict[str, frozenset[int]], dra: tuple[DraDevice, ...] = ()
+                   ) -> Assignment:
         cpu_nodes: frozenset[int] | None = None
         if cpus is not None:
             cpu_nodes = _nodes_of(cpus, self.cpu_node)
@@ -110,7 +116,8 @@ class _Builder:
                 self.unknown_cpus += 1
                 cpus = None
         mem_nodes = frozenset().union(*memory.values()) if memory else None
-        return Assignment(mem_nodes or None, dict(memory), cpus, cpu_nodes, dict(devices))
+        return Assignment(mem_nodes or None, dict(memory), cpus, cpu_nodes, dict(devices),
+                          dra)
 
 
 class CheckpointCache:
@@ -190,9 +197,17 @@ class KubernetesReader:
     """Reads the node's Kubernetes files under a root; keeps what it parsed between reads."""
 
     def __init__(self, fs: RootFS,
-                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
+                 cpu_clock: Callable[[], float] = time.thread_time, *,
+                 sysfs: DeviceNumberSysFS | None = None,
+                 accelerators: AcceleratorSource | None = None) -> None:
         self.fs = fs
         self.checkpoints = CheckpointCache(fs, cpu_clock)
+        self.cdi = CdiSpecs(fs)
+        # the last DRA resolution and what it came from (checkpoint and specs, by identity:
+        # both are kept objects while their files are unchanged)
+        self.dra_resolved: tuple[object, object, dict[str, tuple[DraDevice, ...]]] | None = None
+        # where a DRA device node sits (without sysfs: the accelerator map only)
+        self.sysfs, self.accelerators = sysfs, accelerators
         self._specs: dict[str, OciConfig | None] = {}
         self._quiet_said = False
         self._log_dirs: tuple[tuple[str, ...], dict[str, tuple[str, str]]] = ((), {})
@@ -323,6 +338,7 @@ class KubernetesScan:
         self._cpu_policy = self._memory_policy = ""
         self._memory_reserved: dict[tuple[int, str], int] = {}
         self._memo: dict[tuple[str, str], Assignment] = {}
+        self._dra: dict[str, tuple[DraDevice, ...]] = {}
 
     def container(self, g: ProcCgroup) -> ContainerRef | None:
         """Return who the cgroup ``g`` belongs to, None outside a pod (and remember it)."""
@@ -371,12 +387,42 @@ class KubernetesScan:
                 memory: dict[str, frozenset[int]], devices: dict[str, frozenset[int]]
                 ) -> Assignment | None:
         if key not in self._memo:
-            self._memo[key] = self._b.assignment(cpus, memory, devices)
+            # a claim belongs to the pod: its devices go to each of the pod's containers
+            self._memo[key] = self._b.assignment(cpus, memory, devices,
+                                                 self._dra.get(key[0], ()) if key[0] else ())
         a = self._memo[key]
         return None if a.empty else a
 
+    def _load_dra(self) -> None:
+        """Read the DRA checkpoint and, where it gives a pod devices, the CDI specs and the
+        devices' NUMA nodes (found again only when the checkpoint or a spec changed)."""
+        reader = self.reader
+        state = reader.checkpoints.usable(DRA_MANAGER_STATE, "dra_manager_state",
+                                          dms.MAX_BYTES, dms.parse_dra_manager_state,
+                                          self.errors, self.deadline)
+        if state is None or not state.pods:
+            return
+        specs = reader.cdi.devices(self.errors)
+        kept = reader.dra_resolved
+        if kept is not None and kept[0] is state and kept[1] is specs:
+            found = kept[2]
+        else:
+            locality = DeviceLocality(reader.fs, reader.sysfs, reader.accelerators)
+            cpu_node = self._b.cpu_node
+
+            def nodes_of_cpus(cpus: frozenset[int]) -> frozenset[int]:
+                return frozenset(n for c in cpus if (n := cpu_node.get(c)) is not None)
+
+            found = dra_devices(state, specs, locality, nodes_of_cpus, self.errors)
+            reader.dra_resolved = (state, specs, found)
+        b = self._b
+        self._dra = {uid: tuple(DraDevice(d.driver, d.pool, d.device, d.claim,
+                                          d.claim_namespace, b.known(d.nodes), d.paths)
+                                for d in devices)
+                     for uid, devices in found.items()}
+
     def _load(self) -> None:
-        """Parse the three checkpoints (once per scan; cached by the reader while unchanged)."""
+        """Parse the four checkpoints (once per scan; cached by the reader while unchanged)."""
         if self._loaded:
             return
         self._loaded = True
@@ -402,6 +448,7 @@ class KubernetesScan:
             for e in dev.entries:
                 per = b.devices.setdefault((e.pod_uid, e.container), {})
                 per[e.resource] = per.get(e.resource, frozenset()) | b.known(e.nodes)
+        self._load_dra()
 
     def view(self) -> KubernetesView:
         """Return what this scan found: every pod cgroup met, every assignment of the
@@ -440,4 +487,4 @@ class KubernetesScan:
                               error="the CPU Manager checkpoint names CPUs this host does "
                                     "not have; those containers' CPU nodes are left out")
         return KubernetesView(cgroups, pods, assignments, by_id, self._cpu_policy,
-                              self._memory_policy, self._memory_reserved)
+                              self._memory_policy, self._memory_reserved, dict(self._dra))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from numa_exporter.model.change_evidence import HostCounters, host_counters
 from numa_exporter.model.snapshot import HugePages, SystemSample
 from numa_exporter.model.topology import Topology, build_topology
 from numa_exporter.parsers.cpulist import parse_cpulist
@@ -14,7 +15,7 @@ from numa_exporter.parsers.vmstat import parse_vmstat
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.procfs import ProcFS
-from numa_exporter.sources.sysfs import NodeSysFS
+from numa_exporter.sources.sysfs import KSM_FILES, KsmSysFS, NodeSysFS
 
 
 def read_topology(nodes: NodeSysFS, errors: ErrorReporter) -> Topology:
@@ -49,6 +50,29 @@ def _hugepages(nodes: NodeSysFS, node: int, errors: ErrorReporter) -> dict[int, 
     return sizes
 
 
+def read_ksm(ksm: KsmSysFS, errors: ErrorReporter) -> tuple[int, ...] | None:
+    """Return KSM's ``run``, ``pages_shared``, ``pages_sharing`` and ``full_scans`` (``()``
+    on a kernel without KSM; ``(0,)`` while ksmd is stopped: nothing merges then, and an
+    unmerge is a fault of the process; None where a file is unreadable or malformed,
+    reported)."""
+    try:
+        run = ksm.run()
+        if run is None:
+            return ()
+        state = parse_sysctl_int(run)
+        if state == 0:
+            return (0,)
+        files = ksm.files()
+    except SourceError as err:
+        errors.read(err)
+        return None
+    vals = (state, *(parse_sysctl_int(files[name]) for name in KSM_FILES[1:]))
+    if any(v is None for v in vals):
+        errors.parse("ksm", str(ksm.root))
+        return None
+    return tuple(v for v in vals if v is not None)
+
+
 def read_system(
     proc: ProcFS,
     nodes: NodeSysFS,
@@ -58,12 +82,18 @@ def read_system(
     vmstat: bool = True,
     node: bool = True,
     balancing: bool = True,
+    ksm: KsmSysFS | None = None,
 ) -> SystemSample:
-    """Return the per-scan system counters; each unreadable or malformed file is reported."""
+    """Return the per-scan system counters; each unreadable or malformed file is reported.
+
+    With ``ksm`` the host's change counters are read too (``change_counters``: vmstat and
+    the balancing mode are then read whatever ``vmstat`` and ``balancing`` say)."""
     vm: dict[str, int] = {}
-    if vmstat:
+    whole: dict[str, int] | None = None
+    if vmstat or ksm is not None:
         parsed = errors.read_parsed("vmstat", f"{proc.root}/vmstat", proc.vmstat, parse_vmstat)
-        vm = parsed.numa_counters() if parsed is not None else {}
+        whole = parsed.values if parsed is not None and not parsed.error_count else None
+        vm = parsed.numa_counters() if parsed is not None and vmstat else {}
     meminfo: dict[int, dict[str, int]] = {}
     numastat: dict[int, dict[str, int]] = {}
     huge: dict[int, dict[int, HugePages]] = {}
@@ -84,7 +114,7 @@ def read_system(
                 errors.read(err)
     mode: int | None = None
     rate: int | None = None
-    if balancing:
+    if balancing or ksm is not None:
         sysctl = f"{proc.root}/sys/kernel"
         mode = errors.read_parsed("numa_balancing", f"{sysctl}/numa_balancing",
                                   proc.numa_balancing, parse_numa_balancing)
@@ -95,8 +125,12 @@ def read_system(
             errors.parse("numa_balancing", f"{sysctl}/numa_balancing_promote_rate_limit_MBps")
         elif mbps is not None:
             rate = mbps << 20  # the kernel's MB here is MiB (MB_TO_PAGES shifts by 20)
+    counters: HostCounters | None = None
+    if ksm is not None:
+        counters = host_counters(whole, read_ksm(ksm, errors), mode)
     return SystemSample(
         topology=topology,
+        change_counters=counters,
         vmstat=vm,
         node_meminfo=meminfo,
         node_numastat=numastat,

@@ -9,30 +9,44 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import structlog
 
-from numa_exporter.model.hot_memory import DamonStatus, HotMemory, NodeRange
+from numa_exporter.model.hot_memory import DamonStatus, HotMemory, NodeHotMemory, NodeRange
 from numa_exporter.model.snapshot import ProcessSample
 from numa_exporter.readers.hot_memory import QueryFn, node_hot_idle, place_hot_regions
-from numa_exporter.sources.damon import DamonSettings, DamonSysfs, DamonUnavailable, Region
+from numa_exporter.sources.damon import (
+    DamonModule,
+    DamonSettings,
+    DamonSysfs,
+    DamonUnavailable,
+    KdamondStopped,
+    RegionRead,
+    TargetGone,
+)
 from numa_exporter.sources.errors import SourceError
 
 log = structlog.get_logger()
 RETRY_S = 300.0  # a DAMON that was busy, foreign or absent is tried again this often
-# region reads per round (each about one aggregation interval): a region counts as hot when
-# it was in any of them. One interval alone is noisy where the process is not on a CPU for
-# all of it (measured in the TCG guest: 3 of 10 scrapes of a hot set read no hot bytes).
-READS_PER_ROUND = 3
+SPARE_CANDIDATES = 4  # processes named beyond one per kdamond: the next when one exits
+# a region update that reads no region at all while the kdamond runs is read again, at most
+# this many times, in the same round (measured in the 6.12 guest with one read a round:
+# paddr reads came back empty in 4 of 5 scrapes, where three reads back to back had never
+# all been empty)
+EMPTY_READ_RETRIES = 2
+MAX_AGE_ROUNDS = 10  # hot memory older than this many rounds (at least 10 s) is not joined
 
 
 @dataclass(frozen=True, slots=True)
 class Watched:
-    """A process to watch: pid and start time (a reused pid is another process)."""
+    """A process to watch: pid and start time (a reused pid is another process), and its
+    resident bytes at the last scan (the most its hot bytes can be; not part of its
+    identity)."""
 
     pid: int
     start_time: float
+    rss_bytes: int | None = field(default=None, compare=False)
 
 
 class HotMemoryMonitor:
@@ -41,8 +55,15 @@ class HotMemoryMonitor:
 
     def __init__(self, driver: DamonSysfs, query: Callable[[int], QueryFn] | None,
                  threshold: float, period_s: float = 1.0, is_root: bool = True,
-                 node_ranges: Callable[[], list[NodeRange]] = list) -> None:
+                 node_ranges: Callable[[], list[NodeRange]] = list,
+                 modules: Callable[[], list[DamonModule]] = list,
+                 yield_to_modules: bool = False) -> None:
         self.driver = driver
+        self.modules = modules  # the kernel's DAMON modules, read each round
+        self.yield_to_modules = yield_to_modules
+        self._refused: dict[str, bool] = {}  # module -> blocked by an exporter kdamond now
+        self._refused_now: set[str] = set()  # modules enabled but not running now
+        self._yielded = False
         self.node_ranges = node_ranges  # paddr: each node's physical ranges
         self._ranges: list[NodeRange] = []  # what the paddr kdamond monitors
         self.settings: DamonSettings = driver.settings
@@ -56,19 +77,39 @@ class HotMemoryMonitor:
         self._unavailable: dict[str, int] = {}
         self._said: set[str] = set()
         self._assigned: dict[int, Watched] = {}  # slot -> process
+        self._gone: set[Watched] = set()  # wanted processes found exited
+        self._events: dict[str, int] = {}  # counted events (target_exited, ...)
+        # a round waits about one aggregation interval per kdamond in the kernel
+        self.max_age_s = max(10.0, MAX_AGE_ROUNDS * (
+            period_s + self.settings.slots * self.settings.aggr_us / 1e6))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     # --- scan thread ----------------------------------------------------------------------
     def want(self, processes: Sequence[Watched]) -> None:
-        """Name the processes to watch, most important first (at most one per kdamond)."""
+        """Name the processes to watch, most important first: one per kdamond, and a few
+        more to move on to when one exits."""
         with self._lock:
-            self._wanted = list(processes[: self.settings.slots])
+            self._wanted = list(processes[: self.settings.slots + SPARE_CANDIDATES])
 
     def status(self) -> DamonStatus:
         """Return the worker's last result (never blocks on DAMON)."""
         with self._lock:
             return self._status
+
+    def stalled(self, age_s: float) -> DamonStatus:
+        """Return the status when the worker's last result is older than ``max_age_s``
+        (scan thread): ``stalled``, counted, without hot memory (said once)."""
+        with self._lock:
+            self._unavailable["stalled"] = self._unavailable.get("stalled", 0) + 1
+            said = "stalled" in self._said
+            self._said.add("stalled")
+            st = DamonStatus("stalled", {}, dict(self._unavailable),
+                             events=dict(self._events), modules_blocked=dict(self._refused))
+        if not said:
+            log.warning("damon: the hot-memory worker's last result is too old; hot memory "
+                        "left out", age_seconds=round(age_s, 1), bound_seconds=self.max_age_s)
+        return st
 
     def start(self) -> None:
         """Start the worker thread."""
@@ -86,67 +127,218 @@ class HotMemoryMonitor:
             log.warning("damon: could not stop the exporter's kdamonds", error=str(exc))
 
     # --- worker thread --------------------------------------------------------------------
+    def _publish(self, state: str, hot: dict[int, HotMemory] | None = None,
+                 nodes: NodeHotMemory | None = None) -> None:
+        """Make the status the scan takes next (worker thread)."""
+        with self._lock:
+            self._status = DamonStatus(state, hot if hot is not None else {},
+                                       dict(self._unavailable), nodes,
+                                       monotonic=time.monotonic(), events=dict(self._events),
+                                       modules_blocked=dict(self._refused))
+
     def _unavailable_now(self, reason: str, detail: str) -> None:
-        self._unavailable[reason] = self._unavailable.get(reason, 0) + 1
+        with self._lock:  # the scan thread counts "stalled" in the same map
+            self._unavailable[reason] = self._unavailable.get(reason, 0) + 1
         if reason not in self._said:
             self._said.add(reason)
             log.warning("damon: hot memory unavailable; everything else keeps serving",
                         reason=reason, detail=detail)
-        with self._lock:
-            self._status = DamonStatus(reason, {}, dict(self._unavailable))
+        self._publish(reason)
 
     def _run(self) -> None:
         if not self.is_root:
             self._unavailable_now("not_root", "DAMON's sysfs interface needs root")
             return
         while not self._stop.is_set():
-            try:
-                if not self.driver.slots:
-                    self.driver.claim()
-                self.round()
-                wait = self.period_s
-            except DamonUnavailable as exc:
-                self._unavailable_now(exc.reason, str(exc))
-                wait = RETRY_S
-            except Exception as exc:  # a bug here costs hot memory, never the daemon
-                self._unavailable_now("error", f"{type(exc).__name__}: {exc}")
-                wait = RETRY_S
-            self._stop.wait(wait)
+            self._stop.wait(self.step())
+
+    def step(self) -> float:
+        """Run one round of the worker (claiming the kdamonds first when it has none) and
+        return how long to wait before the next: the period, or RETRY_S after DAMON was
+        unavailable (said once, counted)."""
+        try:
+            mods = self._read_modules()
+            if self.yield_to_modules and any(m.enabled for m in mods):
+                self._make_way(mods)
+                return self.period_s
+            if self._yielded:
+                self._yielded = False
+                log.info("damon: no DAMON module asks to run any more; the exporter's "
+                         "kdamonds resume")
+            if not self.driver.slots:
+                self.driver.claim()
+            self.round()
+            self._check_modules(mods)
+            return self.period_s
+        except DamonUnavailable as exc:
+            self._unavailable_now(exc.reason, str(exc))
+        except Exception as exc:  # a bug here costs hot memory, never the daemon
+            self._unavailable_now("error", f"{type(exc).__name__}: {exc}")
+        return RETRY_S
+
+    def _read_modules(self) -> list[DamonModule]:
+        """Return the kernel's DAMON modules (none when they cannot be read)."""
+        try:
+            return self.modules()
+        except Exception as exc:  # reading them must never stop the worker
+            self._say_once("modules", "damon: the kernel's DAMON modules cannot be read",
+                           error=str(exc))
+            return []
+
+    def _check_modules(self, mods: Sequence[DamonModule]) -> None:
+        """Note, for each kernel DAMON module, whether an exporter kdamond blocks it: it is
+        not running while one of ours runs, so enabling it fails now (it starts its kdamond
+        exclusively). One that reads ``enabled`` Y yet does not run is a request refused:
+        said and counted once per episode. Published in the status."""
+        ours = bool(self.driver.pids)
+        blocked = {m.name: ours and m.running is not True for m in mods}
+        refused = {m.name for m in mods if blocked[m.name] and m.enabled}
+        for name in sorted(refused - self._refused_now):
+            self._count("module_refused")
+            log.warning("damon: a kernel DAMON module is enabled but cannot run while the "
+                        "exporter's kdamonds run (--collector.damon.yield-to-modules makes "
+                        "way)", module=name)
+        self._refused_now = refused
+        self._refused = blocked
+        with self._lock:
+            self._status = replace(self._status, modules_blocked=dict(blocked),
+                                   events=dict(self._events))
+
+    def _make_way(self, mods: Sequence[DamonModule]) -> None:
+        """Stop the exporter's kdamonds while a kernel DAMON module asks to run
+        (--collector.damon.yield-to-modules): said and counted once per episode; DAMON
+        reads as ``yielded`` (damon_up 0) until no module asks any more."""
+        wanting = sorted(m.name for m in mods if m.enabled)
+        if not self._yielded:
+            self._yielded = True
+            self._count("yielded")
+            log.warning("damon: a kernel DAMON module asks to run; the exporter's kdamonds "
+                        "stop to make way (--collector.damon.yield-to-modules)",
+                        modules=wanting)
+        if self.driver.slots:
+            self.driver.release()
+        self._assigned.clear()
+        self._ranges = []
+        self._refused, self._refused_now = {m.name: False for m in mods}, set()
+        with self._lock:
+            self._unavailable["yielded"] = self._unavailable.get("yielded", 0) + 1
+        self._publish("yielded")
 
     def round(self) -> None:
         """Point the kdamonds at the wanted processes and read the hot memory of each
-        (paddr: at every node's memory, and read the host's hot and idle bytes)."""
+        (paddr: at every node's memory, and read the host's hot and idle bytes). A watched
+        process that exited is replaced by the next candidate in the same round; a kdamond
+        of the exporter's that something else stopped is started again (both counted in
+        ``events``)."""
         if self.driver.ops == "paddr":
             self.round_physical()
             return
         if self.query is None:
             raise DamonUnavailable("absent", "no move_pages to place hot regions")
-        query = self.query
         with self._lock:
             wanted = list(self._wanted)
-        for slot, proc in zip(self.driver.slots, wanted, strict=False):
+        self._gone &= set(wanted)  # forget what the scan no longer names
+        hot: dict[int, HotMemory] = {}
+        for slot in list(self.driver.slots):
+            h = self._serve(slot, wanted)
+            if h is not None:
+                hot[h.pid] = h
+        self._publish("monitoring", hot)
+
+    def _count(self, event: str) -> None:
+        with self._lock:
+            self._events[event] = self._events.get(event, 0) + 1
+
+    def _next(self, slot: int, wanted: Sequence[Watched]) -> Watched | None:
+        """Return the process kdamond ``slot`` should watch: the one it watches when still
+        wanted, else the first candidate that is neither gone nor another slot's."""
+        current = self._assigned.get(slot)
+        if current in wanted and current not in self._gone:
+            return current
+        taken = {p for s, p in self._assigned.items() if s != slot}
+        return next((p for p in wanted if p not in self._gone and p not in taken), None)
+
+    def _serve(self, slot: int, wanted: Sequence[Watched]) -> HotMemory | None:
+        """Return the hot memory of the process kdamond ``slot`` watches this round (None
+        when no candidate is left), moving on to the next candidate when one exits and
+        starting the kdamond again once when something else stopped it."""
+        restarted = False
+        for _ in range(len(wanted) + 2):
+            proc = self._next(slot, wanted)
+            if proc is None:
+                self._assigned.pop(slot, None)
+                return None
             if self._assigned.get(slot) != proc:
                 try:
                     self.driver.watch(slot, proc.pid)
-                    self._assigned[slot] = proc
-                except DamonUnavailable as exc:
-                    if exc.reason != "error":
-                        raise
-                    self._assigned.pop(slot, None)  # the process exited meanwhile
-        hot: dict[int, HotMemory] = {}
-        for slot, proc in list(self._assigned.items()):
-            if proc not in wanted:
+                except TargetGone:
+                    self._gone_now(slot, proc)
+                    continue
+                self._assigned[slot] = proc
+            try:
+                read = self._read(slot)
+            except KdamondStopped:
+                self._assigned.pop(slot, None)  # watch() again: it finds out which it was
+                try:
+                    self.driver.watch(slot, proc.pid)
+                except TargetGone:
+                    self._gone_now(slot, proc)
+                    continue
+                self._assigned[slot] = proc
+                if restarted:
+                    raise
+                restarted = True
+                self._count("kdamond_restarted")
+                log.warning("damon: the exporter's kdamond was stopped from outside while "
+                            "its process lives; started again", slot=slot, pid=proc.pid)
                 continue
             try:
-                reads = [self.driver.regions(slot) for _ in range(READS_PER_ROUND)]
-                hot[proc.pid] = place_hot_regions(
-                    proc.pid, proc.start_time, hottest(reads), self.settings.max_accesses,
-                    self.threshold, query(proc.pid), time.monotonic())
+                return self._place(proc, read)
             except SourceError:  # gone or denied since: no hot memory this round
                 self._assigned.pop(slot, None)
-        with self._lock:
-            self._status = DamonStatus("monitoring", hot, dict(self._unavailable))
+                return None
+        return None
 
+    def _read(self, slot: int) -> RegionRead:
+        """Return one read of kdamond ``slot``'s regions; a read with no region at all (the
+        kdamond runs, so it has some) is made again, at most EMPTY_READ_RETRIES times."""
+        read = self.driver.read_regions(slot)
+        for _ in range(EMPTY_READ_RETRIES):
+            if read.regions or read.refused:
+                break
+            read = self.driver.read_regions(slot)
+        return read
+
+    def _gone_now(self, slot: int, proc: Watched) -> None:
+        self._gone.add(proc)
+        self._assigned.pop(slot, None)
+        self._count("target_exited")
+
+    def _place(self, proc: Watched, read: RegionRead) -> HotMemory:
+        """Return the hot memory of ``proc`` from one read of its kdamond's regions,
+        counting the regions refused and a clamp to its resident bytes."""
+        assert self.query is not None
+        h = place_hot_regions(proc.pid, proc.start_time, read.regions,
+                              self.settings.max_accesses, self.threshold,
+                              self.query(proc.pid), time.monotonic(),
+                              resident_bytes=proc.rss_bytes, refused=read.refused)
+        if h.refused_regions:
+            with self._lock:
+                self._events["regions_refused"] = (self._events.get("regions_refused", 0)
+                                                   + h.refused_regions)
+            self._say_once("regions_refused", "damon: regions with values no process can "
+                           "have were refused (counted)", pid=proc.pid,
+                           refused=h.refused_regions)
+        if h.clamped:
+            self._count("hot_bytes_clamped")
+            self._say_once("hot_bytes_clamped", "damon: hot bytes above the process's "
+                           "resident bytes were cut to them (counted)", pid=proc.pid)
+        return h
+
+    def _say_once(self, key: str, message: str, **kw: object) -> None:
+        if key not in self._said:
+            self._said.add(key)
+            log.warning(message, **kw)
 
     def round_physical(self) -> None:
         """Keep the paddr kdamond on every node's memory and read the host's hot and idle
@@ -159,25 +351,17 @@ class HotMemoryMonitor:
                                        "(devices/system/node/node<N>/memory<M>)")
             self.driver.watch_physical(slot, [(r.start, r.end) for r in ranges])
             self._ranges = ranges
-        reads = [self.driver.regions(slot) for _ in range(READS_PER_ROUND)]
-        if not any(reads):  # the kdamond stopped: start it again next round
-            self._ranges = []
-        nodes = node_hot_idle(hottest(reads), self._ranges, self.settings.max_accesses,
+        try:
+            regions = self._read(slot).regions
+        except KdamondStopped:  # something else stopped it: start it again, once
+            self.driver.watch_physical(slot, [(r.start, r.end) for r in self._ranges])
+            self._count("kdamond_restarted")
+            log.warning("damon: the exporter's paddr kdamond was stopped from outside; "
+                        "started again", slot=slot)
+            regions = self._read(slot).regions
+        nodes = node_hot_idle(regions, self._ranges, self.settings.max_accesses,
                               self.threshold, time.monotonic())
-        with self._lock:
-            self._status = DamonStatus("monitoring", {}, dict(self._unavailable), nodes)
-
-
-def hottest(reads: Sequence[Sequence[Region]]) -> list[Region]:
-    """Return the regions of the read with the most bytes accessed at all (several reads of
-    one kdamond's regions, each one aggregation interval)."""
-    best: list[Region] = []
-    most = -1
-    for rs in reads:
-        n = sum(r.end - r.start for r in rs if r.nr_accesses > 0)
-        if n > most:
-            best, most = list(rs), n
-    return best
+        self._publish("monitoring", nodes=nodes)
 
 
 def join_hot(monitor: HotMemoryMonitor, samples: list[ProcessSample]
@@ -185,12 +369,16 @@ def join_hot(monitor: HotMemoryMonitor, samples: list[ProcessSample]
     """Return the samples with the worker's last hot memory joined (same pid and start
     time) and its status; hands the worker this scan's largest processes to watch next."""
     status = monitor.status()
-    hot = status.hot or {}
+    now = time.monotonic()
+    if status.state == "monitoring" and now - status.monotonic > monitor.max_age_s:
+        status = monitor.stalled(now - status.monotonic)
+    hot = {pid: h for pid, h in (status.hot or {}).items()
+           if now - h.monotonic <= monitor.max_age_s}
     out = []
     for s in samples:
         h = hot.get(s.pid)
         out.append(replace(s, hot=h) if h is not None and abs(h.start_time - s.start_time) < 1
                    else s)
     largest = sorted(samples, key=lambda s: s.rss_bytes, reverse=True)
-    monitor.want([Watched(s.pid, s.start_time) for s in largest])
+    monitor.want([Watched(s.pid, s.start_time, s.rss_bytes) for s in largest])
     return out, status

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import structlog
@@ -19,13 +19,19 @@ import structlog
 from numa_exporter.config import Config
 from numa_exporter.model.binding import Binding, analyse
 from numa_exporter.model.cadence import Method, Plan, Reason
+from numa_exporter.model.change_evidence import (
+    HostCounters,
+    Judgement,
+    ProcessCounters,
+    judge,
+)
 from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
 from numa_exporter.model.home import home_for, locality
 from numa_exporter.model.kubernetes import Assignment, kubelet_home, kubelet_mismatches
 from numa_exporter.model.policies import PolicyView, current, scaled
 from numa_exporter.model.process_state import ProcessKey, ProcessState, ProcessTable
-from numa_exporter.model.sample_memory import SampleMemory, host_migrated_pages
+from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory, host_migrated_pages
 from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample, SystemSample
 from numa_exporter.model.stages import (
     Homing,
@@ -57,6 +63,7 @@ from numa_exporter.readers.process_files import (
     read_boot_time,
     read_cgroup,
     read_numa_maps,
+    read_resident_pages,
     read_stat,
 )
 from numa_exporter.readers.sampled.reader import SampledRequest
@@ -71,6 +78,14 @@ log = structlog.get_logger("numa_exporter.scan.process")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+#: A placement served again while the change evidence says nothing changed is verified by a
+#: real read once it is this old (monotonic seconds) ...
+VERIFY_AGE = 300.0
+#: ... at most this many processes a scan (the oldest due first, in the scan's order: the
+#: others wait their turn, so every kept placement is verified within
+#: max(VERIFY_AGE, processes / VERIFY_PER_SCAN scans)).
+VERIFY_PER_SCAN = 2
+UNKNOWN_HOST = HostCounters(None, None, None, None, None, None)
 
 __all__ = ["Placement", "PlacementReader", "ProcessReader", "SampledPlacement",
            "SampledReader"]
@@ -142,6 +157,31 @@ def log_sampled(pid: int, est: SampledPlacement) -> None:
                      if est.moved is not None else None))
 
 
+def process_counters(cand: Candidate, host: HostCounters | None) -> ProcessCounters:
+    """Return the change evidence of a candidate now: its faults (``stat``), resident sizes
+    (``status``) and the host's counters (None: unread)."""
+    st = cand.status
+    return ProcessCounters(cand.stat.faults if cand.stat is not None else None,
+                           (st.vm_rss, st.rss_anon, st.rss_file, st.rss_shmem, st.hugetlb),
+                           host or UNKNOWN_HOST)
+
+
+@dataclass(slots=True)
+class EvidenceCounts:
+    """What the change evidence saved and how often a verification disagreed, since start.
+
+    ``skipped``: placement reads not made, by reason (``unchanged``: the evidence said the
+    last read stands); ``verified``: real reads made to check a placement the evidence
+    would have kept; ``disagreed``: those whose full read differed from the kept one while
+    the process's own counters stayed the same across the read; ``left``: verifications
+    left this scan (set by the scanner)."""
+
+    skipped: dict[str, int] = field(default_factory=dict)
+    verified: int = 0
+    disagreed: int = 0
+    left: int = VERIFY_PER_SCAN
+
+
 class ProcessReader:
     """Reads one process in stages; shares the scanner's error reporter, process table and
     accelerator map."""
@@ -174,6 +214,7 @@ class ProcessReader:
         # thread masks by sched_getaffinity where the root is our own PID namespace
         self.affinity_syscall = same_pid_namespace(proc.root)
         self._host: tuple[object, object, HostTiers] | None = None
+        self.evidence = EvidenceCounts()
 
     # --- stage 1: identity ---------------------------------------------------------------
     def identity(self, cand: Candidate) -> Identity | None:
@@ -294,16 +335,72 @@ class ProcessReader:
 
     def placement(self, cand: Candidate, st: ProcessState, plan: Plan | None,
                   deadline: Deadline, t0: float, mono: float,
-                  host_migrated: int | None = None) -> Placement:
+                  host_migrated: int | None = None,
+                  judged: Judgement | None = None) -> Placement:
         """Return where the process's pages are, by the planned method, and record what the
         read cost in the process's costs (``t0``: when the process's read began).
 
+        Where the change evidence ``judged`` says nothing changed since the last read, that
+        read is served again where it was made by the planned reader (not a read of memory
+        policies that are due; a new plan is read once by its reader) and, for a sampled
+        one, after :data:`CARRY_READS` sampled reads in a row that found nothing changed
+        (its carried counts have converged as far as they go), unless it is
+        :data:`VERIFY_AGE` old and a verification is left this scan: then it is read and
+        compared (:meth:`verify`).
+
         Raises the read's SourceError (a denied read marks the process denied) or Expired.
         """
+        verifying: Placement | None = None
+        method = plan.method if plan is not None else Method.FULL
+        unchanged = judged is not None and judged.unchanged
+        if (unchanged and st.placed is not None and st.placed.method == method
+                and (method == Method.FULL or st.quiet_sampled >= CARRY_READS)
+                and (plan is None or plan.reason != "policy")):
+            if mono - st.placed_at < VERIFY_AGE or self.evidence.left <= 0:
+                skipped = self.evidence.skipped
+                skipped["unchanged"] = skipped.get("unchanged", 0) + 1
+                return st.placed
+            self.evidence.left -= 1
+            verifying = st.placed
+        placed = self.read_placement(cand, st, plan, deadline, t0, mono, host_migrated,
+                                     faulted=judged is None or not judged.quiet_process)
+        if verifying is not None:
+            self.verify(cand, verifying, placed)
+        st.placed = replace(placed, kept=True)  # served again, it is no new read
+        st.placed_at = mono
+        st.quiet_sampled = st.quiet_sampled + 1 if unchanged and placed.estimate else 0
+        return placed
+
+    def verify(self, cand: Candidate, kept: Placement, read: Placement) -> None:
+        """Count a verification of a kept placement against the one just read, and a
+        disagreement where both are full reads, they differ, and the process's faults and
+        resident size are the same after the read as before it (else it changed while
+        read: no verdict)."""
+        self.evidence.verified += 1
+        if kept.method != "full" or read.method != "full" or kept.bytes == read.bytes:
+            return
+        try:
+            after = read_stat(cand.files, self.errors)
+            pages = read_resident_pages(cand.files)
+        except SourceError:
+            return
+        before = cand.stat
+        if (after is None or before is None or after.faults != before.faults
+                or pages is None or pages * PAGE_SIZE != cand.status.vm_rss):
+            return
+        self.evidence.disagreed += 1
+        log.info("change evidence disagreed: a placement it kept differs from a read",
+                 pid=cand.pid, kept=sum(kept.bytes.values()), read=sum(read.bytes.values()))
+
+    def read_placement(self, cand: Candidate, st: ProcessState, plan: Plan | None,
+                       deadline: Deadline, t0: float, mono: float,
+                       host_migrated: int | None = None, faulted: bool = True) -> Placement:
+        """Return where the process's pages are, read by the planned method, and record the
+        read's cost (see :meth:`placement`; ``faulted``: see :meth:`place`)."""
         hold = HoldMeter(self.cpu)
         c0 = self.cpu()
         try:
-            placed = self.place(cand, st, plan, deadline, hold, host_migrated)
+            placed = self.place(cand, st, plan, deadline, hold, host_migrated, faulted)
         except Denied:
             st.denied = True
             raise
@@ -326,12 +423,14 @@ class ProcessReader:
 
     def place(self, cand: Candidate, st: ProcessState, plan: Plan | None,
               deadline: Deadline = NEVER, hold: HoldMeter | None = None,
-              host_migrated: int | None = None) -> Placement:
+              host_migrated: int | None = None, faulted: bool = True) -> Placement:
         """Return where the process's pages are, by the planned method (full without one).
 
         A sampled estimate carries no memory policies (only numa_maps shows them): see
         :meth:`policies`. It uses and updates what the process's earlier sampled reads
-        learned (``st.sampled``), with the host's migrated-pages counter ``host_migrated``.
+        learned (``st.sampled``), with the host's migrated-pages counter ``host_migrated``
+        and ``faulted``: whether the process took a fault or changed size since its last
+        read (True: or unknown).
         """
         files = cand.files
         if plan is not None and plan.method == Method.SAMPLED and self.sampled is not None:
@@ -339,7 +438,7 @@ class ProcessReader:
                 st.sampled = SampleMemory()
             est = self.sampled(files, cand.status, SampledRequest(
                 key=st.key, max_queries=plan.max_queries, deadline=deadline,
-                memory=st.sampled, host_migrated=host_migrated))
+                memory=st.sampled, host_migrated=host_migrated, faulted=faulted))
             log_sampled(cand.pid, est)
             if est.parse_errors:
                 self.errors.parse("maps", f"{files.path}/maps", est.parse_errors)
@@ -570,8 +669,9 @@ class ProcessReader:
         est = placed.estimate
         return st.drift.observe(self.table.rule, age, who.rss_bytes, homing.node_bytes,
                                 homing.locality.remote_ratio, host_migrated=host_migrated,
-                                moved=est.moved if est is not None else None,
-                                exact=est is None)
+                                moved=est.moved if est is not None and not placed.kept
+                                else None,
+                                exact=est is None, page_size=PAGE_SIZE)
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
@@ -590,10 +690,15 @@ class ProcessReader:
         if who is None:
             return None
         st = self.table.get(cand.key)
-        host_migrated = host_migrated_pages(system.vmstat)
+        host = system.change_counters
+        host_migrated = (host.migrated if host is not None
+                         else host_migrated_pages(system.vmstat))
+        counters = process_counters(cand, host)
+        judged = judge(st.counters, counters)
         try:
             threads = self.threads(cand.files, st, deadline)
-            placed = self.placement(cand, st, plan, deadline, t0, now.mono, host_migrated)
+            placed = self.placement(cand, st, plan, deadline, t0, now.mono, host_migrated,
+                                    judged)
             found = self.texts(cand)
             uses = self.accelerators(cand, found, deadline)
         except Expired:
@@ -604,6 +709,7 @@ class ProcessReader:
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
         tiers = self.tiers(system, homing, cand.status, threads)
         drift = self.drift(st, who, homing, now, placed, host_migrated)
+        st.counters = counters
         st.reads += 1
         st.abandoned = 0
         next_due = plan.next_due if plan is not None else None

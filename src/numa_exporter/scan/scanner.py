@@ -18,6 +18,7 @@ import structlog
 from numa_exporter.config import Config
 from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts, Reason
 from numa_exporter.model.clock import ScanTime, SteadyClock
+from numa_exporter.model.detail_level import DetailTrack, assign, rule_of
 from numa_exporter.model.drift import WarmupRule
 from numa_exporter.model.kubernetes import KubernetesView
 from numa_exporter.model.policies import policies_due
@@ -56,6 +57,7 @@ from numa_exporter.readers.weighted_interleave import read_weighted_interleave
 from numa_exporter.scan.damon import HotMemoryMonitor, join_hot
 from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
+    VERIFY_PER_SCAN,
     PlacementReader,
     ProcessReader,
     SampledReader,
@@ -67,7 +69,13 @@ from numa_exporter.sources.deadline import Deadline, Expired
 from numa_exporter.sources.errors import Denied, Gone, SourceError
 from numa_exporter.sources.procfs import ProcFS
 from numa_exporter.sources.rootfs import RootFS
-from numa_exporter.sources.sysfs import MemoryTierSysFS, NodeSysFS, WeightedInterleaveSysFS
+from numa_exporter.sources.sysfs import (
+    DeviceNumberSysFS,
+    KsmSysFS,
+    MemoryTierSysFS,
+    NodeSysFS,
+    WeightedInterleaveSysFS,
+)
 
 log = structlog.get_logger("numa_exporter.scan.scanner")
 
@@ -111,6 +119,7 @@ class Scanner:
         self.nodes = NodeSysFS(config.roots.sysfs)
         self.memory_tiers = MemoryTierSysFS(config.roots.sysfs)
         self.weights = WeightedInterleaveSysFS(config.roots.sysfs)
+        self.ksm = KsmSysFS(config.roots.sysfs)
         self.system_tiers = SystemTiers()
         self.clock = clock
         self.wall = wall
@@ -120,7 +129,9 @@ class Scanner:
         self.table = ProcessTable(WarmupRule(config.warmup_age, config.warmup_scans,
                                              config.warmup_rss_tolerance))
         self.topology = empty_topology()
-        self.kube = KubernetesReader(RootFS(config.roots.rootfs, config.kubelet_root_dir))
+        self.kube = KubernetesReader(RootFS(config.roots.rootfs, config.kubelet_root_dir),
+                                     sysfs=DeviceNumberSysFS(config.roots.sysfs),
+                                     accelerators=accelerators)
         self.kubernetes_view = KubernetesView()  # of the last scan (or sample_one)
         self.screened = ScreenMemo()  # processes screened out, while they have not run
         self.reader = ProcessReader(config, self.errors, self.table, self.accel,
@@ -164,6 +175,7 @@ class Scanner:
                 self.proc, self.nodes, self.topology, self.errors,
                 vmstat=cfg.enabled("vmstat"), node=cfg.enabled("node"),
                 balancing=cfg.enabled("balancing"),
+                ksm=self.ksm if cfg.enabled("process") else None,
             )
         except Exception as exc:  # a parser bug: serve the processes without system counters
             self.errors.bug("system", str(self.proc.root), exc)
@@ -374,6 +386,9 @@ class Scanner:
         listed: frozenset[int] | None = None
         self._begin_kubernetes(system)
         first, self.state.pending = self.state.pending, []  # this scan's leftovers go here
+        evidence = self.reader.evidence
+        evidence.left = VERIFY_PER_SCAN
+        before = (sum(evidence.skipped.values()), evidence.verified, evidence.disagreed)
         if cfg.enabled("process"):
             cands: list[Candidate] = []
             try:
@@ -409,16 +424,31 @@ class Scanner:
         fields: dict[str, object] = {f"cpu_{k}": round(v, 5) for k, v in stages.seconds()}
         if states[Outcome.DENIED]:
             fields["hint"] = DENIED_HINT
+        fields["placement_kept"] = sum(evidence.skipped.values()) - before[0]
+        fields["verified"] = evidence.verified - before[1]
+        fields["disagreed"] = evidence.disagreed - before[2]
         log.info("scan", processes=states[Outcome.SCANNED], kept=states[Outcome.KEPT],
                  skipped=states[Outcome.SKIPPED], denied=states[Outcome.DENIED],
                  gone=states[Outcome.GONE],
                  pending=len(pending), seconds=round(duration, 4), **fields)
+        full = self._detail(samples) if cfg.enabled("process") else None
         damon = None
         if self.hot is not None:
             samples, damon = join_hot(self.hot, samples)
         return Snapshot(system=system, processes=tuple(samples), stats=stats,
                         accelerators=self.accel.exported(), cgroups=cgroups,
-                        kubernetes=view, damon=damon)
+                        kubernetes=view, damon=damon, full_detail=full)
+
+    def _detail(self, samples: list[ProcessSample]) -> frozenset[int]:
+        """Return the pids of the served processes at full detail this scan, each one's
+        level advanced in its state (hysteresis: ``model/detail_level.py``)."""
+        placed = {p.pid: p.locality.local_bytes + p.locality.remote_bytes for p in samples}
+
+        def track(pid: int) -> DetailTrack | None:
+            st = self.table.by_pid(pid)
+            return st.detail if st is not None else None
+
+        return assign(rule_of(self.config), placed, track)
 
     def _once_notes(self, system: SystemSample, states: Outcomes, served: int) -> None:
         """Log, once each, the conditions that make every value look the same."""
@@ -445,6 +475,9 @@ class Scanner:
             read_times=st.read_times.freeze(),
             scan_interval=self.config.scan_interval,
             scan_budget=self.config.scan_budget,
+            placement_reads_skipped=dict(self.reader.evidence.skipped),
+            evidence_verifications=self.reader.evidence.verified,
+            evidence_disagreements=self.reader.evidence.disagreed,
         )
 
 

@@ -79,14 +79,15 @@ class Candidate:
     status: PidStatus
     files: ProcessFiles
     stat: PidStat | None = None
+    mm: int | None = None  # its address space's generation (sources/exec_probe.py)
 
     @property
     def key(self) -> ProcessKey:
-        """Return the process's identity (pid + start time + exec image; -1 and None before
-        stat is read)."""
+        """Return the process's identity (pid + start time + exec image + address space
+        generation; -1 and None before stat is read)."""
         if self.stat is None:
             return ProcessKey(self.pid, -1)
-        return ProcessKey(self.pid, self.stat.starttime, self.stat.image)
+        return ProcessKey(self.pid, self.stat.starttime, self.stat.image, self.mm)
 
     @property
     def resident(self) -> int:
@@ -280,5 +281,6 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
         if cand.stat is None:
             states[Outcome.SKIPPED] += 1
             continue
+        cand.mm = proc.exec_generation(cand.pid, cand.files.mm_dir)
         keyed.append(cand)
     return keyed, frozenset(pids)

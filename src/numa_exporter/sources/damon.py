@@ -14,6 +14,18 @@ DAMON_RECLAIM and sysfs kdamonds exclude each other with EBUSY. So this driver:
 * never resizes, commits into, starts or stops a kdamond it does not own; stops its own on
   exit and keeps the state file, so that a restart recognises them.
 
+The state file is evidence only where nobody else can write it: the run directory must be
+owned by the exporter's user and writable by nobody else (else ``run_dir``: DAMON off,
+counted, the daemon serves on); the file is opened without following links
+(``O_NOFOLLOW``), must be a regular file of at most MAX_STATE_BYTES, and is replaced
+atomically (an exclusively created temporary file in the same directory, renamed over it).
+Even then a *running* slot counts as the exporter's only when its configuration is what the
+driver writes (operations, intervals, region bounds, the one ``stat`` scheme and its access
+pattern, and the recorded target pid), not by its thread pid alone: a forged file naming a
+foreign kdamond's pid must not make the exporter take it over, stop it, or write
+``nr_kdamonds`` (which wipes every kdamond's configuration, mm/damon/sysfs.c
+``kdamonds_nr_store()``).
+
 Two operation sets: ``vaddr`` (one kdamond per watched process) and ``paddr`` (one kdamond
 over the physical ranges of every online node, host-wide), for kernels built with
 DAMON_PADDR but not DAMON_VADDR. Mode ``auto`` takes vaddr where the kernel lists it in a
@@ -21,7 +33,7 @@ context's ``avail_operations`` (5.19+; a kernel without that file is taken to ha
 else paddr.
 
 Every failure is a :class:`DamonUnavailable` with a reason (``absent``, ``busy``,
-``foreign``, ``denied``, ``error``); the caller says it once and keeps serving.
+``foreign``, ``denied``, ``run_dir``, ``error``); the caller says it once and keeps serving.
 """
 
 from __future__ import annotations
@@ -30,6 +42,8 @@ import contextlib
 import errno
 import json
 import os
+import secrets
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -39,6 +53,7 @@ from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.files import read_small
 
 STATE_FILE = "damon.json"
+MAX_STATE_BYTES = 64 << 10  # the driver writes a few hundred bytes; refuse runaway input
 READ_BUSY_WAIT_S = 1.0  # an attribute read answering EBUSY is retried this long
 READ_BUSY_STEP_S = 0.05
 MAX_REGIONS_READ = 10_000  # tried_regions entries read per slot (max_regions bounds it)
@@ -75,12 +90,58 @@ class DamonSettings:
 @dataclass(frozen=True, slots=True)
 class Region:
     """One region DAMON tried a scheme on: ``[start, end)``, accesses in the last
-    aggregation interval and its age in aggregation intervals."""
+    aggregation interval and its age in aggregation intervals (not read: 0)."""
 
     start: int
     end: int
     nr_accesses: int
-    age: int
+    age: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RegionRead:
+    """One read of a kdamond's tried regions: the regions whose values are sound, and how
+    many were refused (a value that is no decimal of 0..2^64-1, ``nr_accesses`` above
+    2^32-1, an end not above its start, or a file that could not be read)."""
+
+    regions: list[Region]
+    refused: int = 0
+
+
+def _uint(fd_path: str, limit: int) -> int | None:
+    """Return the unsigned decimal in the attribute ``fd_path`` (at most ``limit``), None
+    when it holds anything else. Raises FileNotFoundError when it does not exist."""
+    fd = os.open(fd_path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        raw = os.read(fd, 32)
+    finally:
+        os.close(fd)
+    text = raw.strip()
+    if not text.isdigit() or len(text) > 20:
+        return None
+    v = int(text)
+    return v if v <= limit else None
+
+
+class KdamondStopped(DamonUnavailable):
+    """The exporter's own kdamond is not running: its target exited (the kdamond stops by
+    itself, mm/damon/core.c ``kdamond_need_stop()``), or something else wrote ``off``. An
+    ``update_schemes_tried_regions`` then fails with EINVAL (already off: 6.12's
+    ``damon_sysfs_handle_cmd()``, 6.14+'s ``damos_walk()``) or ECANCELED (stopped during the
+    wait)."""
+
+    def __init__(self, slot: int, detail: str) -> None:
+        self.slot = slot
+        super().__init__("stopped", f"kdamond {slot}: {detail}")
+
+
+class TargetGone(DamonUnavailable):
+    """The process to watch does not exist (``on`` answers EINVAL: the pid names no process,
+    mm/damon/sysfs.c ``damon_sysfs_add_target()``)."""
+
+    def __init__(self, pid: int, detail: str) -> None:
+        self.pid = pid
+        super().__init__("gone", f"pid {pid}: {detail}")
 
 
 def _classify(path: Path, err: OSError) -> DamonUnavailable:
@@ -97,16 +158,20 @@ class DamonSysfs:
     """The exporter's kdamonds under one sysfs root; its ownership state under ``run_dir``."""
 
     def __init__(self, sysfs: Path, run_dir: Path, settings: DamonSettings,
-                 boot_id: str, sleep: Callable[[float], None] = time.sleep) -> None:
+                 boot_id: str, sleep: Callable[[float], None] = time.sleep,
+                 uid: int | None = None) -> None:
         self.admin = sysfs / "kernel" / "mm" / "damon" / "admin"
         self.kdamonds = self.admin / "kdamonds"
+        self.run_dir = run_dir
         self.state_path = run_dir / STATE_FILE
+        self.uid = os.geteuid() if uid is None else uid  # who must own the run directory
         self.settings = settings
         self.boot_id = boot_id
         self.sleep = sleep
         self.slots: list[int] = []  # owned kdamond indexes
         self.created = 0  # nr_kdamonds as the exporter wrote it
         self.pids: dict[int, int] = {}  # slot -> kdamond pid when running
+        self.targets: dict[int, int] = {}  # slot -> pid_target written (vaddr)
         self.ops = "" if settings.mode == "auto" else settings.mode  # operations in use
 
     # --- raw file access ------------------------------------------------------------------
@@ -161,10 +226,13 @@ class DamonSysfs:
     def claim(self) -> list[int]:
         """Return the slots this exporter owns: created now when nobody has any kdamond,
         recognised from the state file after a restart. Raises DamonUnavailable otherwise
-        (``absent``: no DAMON sysfs; ``foreign``: another user's kdamonds; ``busy``)."""
+        (``absent``: no DAMON sysfs; ``run_dir``: a run directory or state file others could
+        have written, checked before anything is written; ``foreign``: another user's
+        kdamonds, or a slot whose configuration is not the exporter's; ``busy``)."""
         if not self.kdamonds.is_dir():
             raise DamonUnavailable("absent", f"{self.admin}: no DAMON sysfs interface "
                                    "(CONFIG_DAMON_SYSFS off, or before 5.18)")
+        os.close(self._run_dir_fd())  # an unsafe run directory: nothing is touched
         nr = self._int(self.kdamonds / "nr_kdamonds")
         if nr == 0:
             return self._create()
@@ -172,74 +240,190 @@ class DamonSysfs:
         if recorded is None:
             raise DamonUnavailable("foreign", f"{nr} kdamond(s) exist and none is the "
                                    "exporter's (no state of this boot); left untouched")
-        created, slots, pids, ops = recorded
-        self.ops = ops
-        if created != nr:
+        created, slots, pids, ops, targets = recorded
+        if created != nr or slots != list(range(nr)):
             raise DamonUnavailable("foreign", f"nr_kdamonds is {nr}, the exporter created "
                                    f"{created}; left untouched")
         for slot in slots:
-            if not self._ours(slot, pids.get(slot)):
+            if not self._ours(slot, pids.get(slot), ops, targets.get(slot)):
                 raise DamonUnavailable("foreign", f"kdamond {slot} is not as the exporter "
                                        "left it; left untouched")
-        self.slots, self.created = slots, nr
+        self.ops, self.slots, self.created = ops, slots, nr
         self.pids = {s: p for s, p in pids.items() if self.state(s) == "on"}
+        self.targets = dict(targets)
         if self.settings.mode not in ("auto", ops):  # its own, in the other mode: redo them
-            self.release()
-            self._write(self.kdamonds / "nr_kdamonds", "0")
-            self.slots, self.created, self.ops = [], 0, self.settings.mode
+            self._redo()
             return self._create()
         return slots
 
-    def _ours(self, slot: int, pid: int | None) -> bool:
-        """Return whether slot's kdamond is still the exporter's own."""
-        if self.state(slot) == "on":
-            return pid is not None and self.kdamond_pid(slot) == pid
-        return self._configured_as_ours(slot)
+    def _redo(self) -> None:
+        """Stop the exporter's own kdamonds and remove them (``nr_kdamonds`` 0), for a
+        restart in the other mode: only when every kdamond there is is one of its own,
+        stopped and configured as it left it (checked again after the stop). Raises
+        ``foreign`` otherwise, having written nothing but its own kdamonds' ``off``."""
+        self.release()
+        nr = self._int(self.kdamonds / "nr_kdamonds")
+        if nr != self.created or any(self.state(s) != "off" or not self._configured_as_ours(
+                s, self.ops) for s in range(nr)):
+            raise DamonUnavailable("foreign", "kdamonds changed while the exporter redid its "
+                                   "own; nr_kdamonds left untouched")
+        self._write(self.kdamonds / "nr_kdamonds", "0")
+        self.slots, self.created, self.ops = [], 0, self.settings.mode
+        self.pids, self.targets = {}, {}
 
-    def _configured_as_ours(self, slot: int) -> bool:
+    def _ours(self, slot: int, pid: int | None, ops: str, target: int | None) -> bool:
+        """Return whether slot's kdamond is still the exporter's own: configured exactly as
+        the driver configures it, and, when running, under the recorded thread pid and on
+        the recorded target (vaddr)."""
+        if not self._configured_as_ours(slot, ops):
+            return False
+        if self.state(slot) != "on":
+            return True
+        if pid is None or self.kdamond_pid(slot) != pid:
+            return False
+        if ops == "vaddr":
+            targets = self._ctx(slot) / "targets"
+            return (target is not None and self._int(targets / "nr_targets") == 1
+                    and self._int(targets / "0" / "pid_target") == target)
+        return self._int(self._ctx(slot) / "targets" / "nr_targets") == 1
+
+    def _configured_as_ours(self, slot: int, ops: str) -> bool:
+        """Return whether kdamond ``slot`` holds exactly the configuration ``_configure``
+        writes (one context of operations ``ops``, the settings' intervals and region bounds,
+        one ``stat`` scheme matching every region)."""
         ctx = self._ctx(slot)
         s = self.settings
+        pattern = ctx / "schemes/0/access_pattern"
         try:
             return (self._int(self.kdamonds / str(slot) / "contexts" / "nr_contexts") == 1
-                    and self._read(ctx / "operations") == self.ops
+                    and self._read(ctx / "operations") == ops
                     and self._int(ctx / "monitoring_attrs/intervals/sample_us") == s.sample_us
                     and self._int(ctx / "monitoring_attrs/intervals/aggr_us") == s.aggr_us
+                    and self._int(ctx / "monitoring_attrs/intervals/update_us") == s.update_us
+                    and self._int(ctx / "monitoring_attrs/nr_regions/min") == s.min_regions
                     and self._int(ctx / "monitoring_attrs/nr_regions/max") == s.max_regions
                     and self._int(ctx / "schemes/nr_schemes") == 1
-                    and self._read(ctx / "schemes/0/action") == "stat")
+                    and self._read(ctx / "schemes/0/action") == "stat"
+                    and all(self._int(pattern / n / "min") == 0
+                            and self._int(pattern / n / "max") == hi
+                            for n, hi in (("sz", U64_MAX), ("nr_accesses", U32_MAX),
+                                          ("age", U32_MAX))))
         except DamonUnavailable as exc:
             if exc.reason == "absent":
                 return False
             raise
 
-    def _recorded(self) -> tuple[int, list[int], dict[int, int], str] | None:
-        """Return (nr_kdamonds created, owned slots, slot -> kdamond pid, operations) of
-        this boot's state file, or None (absent, another boot's, or not the driver's
-        format; a state file without ``operations`` is vaddr's, the only mode it had)."""
+    # --- the run directory and the state file ----------------------------------------------
+    def _run_dir_fd(self) -> int:
+        """Return an open descriptor of the run directory (created 0700 when missing), after
+        checking that nobody but the exporter's user can have written in it: not a link,
+        a directory, owned by the exporter's user, not writable by group or others. Raises
+        DamonUnavailable ``run_dir`` otherwise."""
+        d = self.run_dir
         try:
-            raw = json.loads(self.state_path.read_text())
-        except (OSError, ValueError):
+            if not os.path.lexists(d):
+                os.makedirs(d, mode=0o700, exist_ok=True)
+            fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as err:
+            raise DamonUnavailable("run_dir", f"{d}: {err.strerror or err} (not a directory, "
+                                   "or a link: --collector.damon.run-dir must be the "
+                                   "exporter's own directory)") from err
+        st = os.fstat(fd)
+        problem = ""
+        if st.st_uid != self.uid:
+            problem = f"owned by uid {st.st_uid}, not the exporter's uid {self.uid}"
+        elif st.st_mode & 0o022:
+            problem = f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+        if problem:
+            os.close(fd)
+            raise DamonUnavailable("run_dir", f"{d}: {problem}; its state file could be "
+                                   "forged, so DAMON stays off (chown/chmod go-w, or another "
+                                   "--collector.damon.run-dir)")
+        return fd
+
+    def _load_state(self) -> bytes | None:
+        """Return the state file's bytes (None when there is none). Opened without following
+        a link and without blocking (a FIFO), a regular file of at most MAX_STATE_BYTES;
+        anything else raises DamonUnavailable ``run_dir``."""
+        dfd = self._run_dir_fd()
+        try:
+            try:
+                fd = os.open(STATE_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                             | os.O_CLOEXEC, dir_fd=dfd)
+            except FileNotFoundError:
+                return None
+            except OSError as err:
+                raise DamonUnavailable("run_dir", f"{self.state_path}: {err.strerror or err} "
+                                       "(a link is never followed)") from err
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_STATE_BYTES:
+                    raise DamonUnavailable("run_dir", f"{self.state_path}: not a regular file "
+                                           f"of at most {MAX_STATE_BYTES} bytes; refused")
+                data = os.read(fd, MAX_STATE_BYTES + 1)
+            finally:
+                os.close(fd)
+        finally:
+            os.close(dfd)
+        if len(data) > MAX_STATE_BYTES:
+            raise DamonUnavailable("run_dir", f"{self.state_path}: over {MAX_STATE_BYTES} "
+                                   "bytes; refused")
+        return data
+
+    def _recorded(self) -> tuple[int, list[int], dict[int, int], str, dict[int, int]] | None:
+        """Return (nr_kdamonds created, owned slots, slot -> kdamond pid, operations,
+        slot -> target pid) of this boot's state file, or None (absent, another boot's, or
+        not the driver's format; a state file without ``operations`` is vaddr's, the only
+        mode it had). Raises ``run_dir`` for a state file that is not a bounded regular
+        file."""
+        data = self._load_state()
+        if data is None:
+            return None
+        try:
+            raw = json.loads(data)
+        except ValueError:
             return None
         if not self.boot_id or not isinstance(raw, dict) or raw.get("boot_id") != self.boot_id:
             return None
         nr, slots, pids = raw.get("nr_kdamonds"), raw.get("slots"), raw.get("pids", {})
-        ops = raw.get("operations", "vaddr")
+        ops, targets = raw.get("operations", "vaddr"), raw.get("targets", {})
         if (ops not in ("vaddr", "paddr") or not isinstance(nr, int)
                 or not isinstance(slots, list) or not isinstance(pids, dict)
+                or not isinstance(targets, dict)
                 or not all(isinstance(x, int) and 0 <= x < nr for x in slots)
-                or not all(isinstance(v, int) and k.isdigit() for k, v in pids.items())):
+                or not all(isinstance(v, int) and isinstance(k, str) and k.isdigit()
+                           for d in (pids, targets) for k, v in d.items())):
             return None
-        return nr, slots, {int(k): v for k, v in pids.items()}, ops
+        return (nr, slots, {int(k): v for k, v in pids.items()}, ops,
+                {int(k): v for k, v in targets.items()})
 
     def _save(self) -> None:
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"boot_id": self.boot_id, "nr_kdamonds": self.created,
-                                   "slots": self.slots,
-                                   "pids": {str(k): v for k, v in self.pids.items()},
-                                   "operations": self.ops,
-                                   "settings": asdict(self.settings)}))
-        tmp.replace(self.state_path)
+        """Write the state file atomically: an exclusively created temporary file (never
+        following a link) in the checked run directory, renamed over the old one."""
+        data = json.dumps({"boot_id": self.boot_id, "nr_kdamonds": self.created,
+                           "slots": self.slots,
+                           "pids": {str(k): v for k, v in self.pids.items()},
+                           "targets": {str(k): v for k, v in self.targets.items()},
+                           "operations": self.ops,
+                           "settings": asdict(self.settings)}).encode()
+        dfd = self._run_dir_fd()
+        tmp = f".{STATE_FILE}.{secrets.token_hex(8)}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600, dir_fd=dfd)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, STATE_FILE, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except OSError as err:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise DamonUnavailable("run_dir", f"{self.state_path}: cannot write the state "
+                                   f"file: {err.strerror or err}") from err
+        finally:
+            os.close(dfd)
 
     def _create(self) -> list[int]:
         """Create the exporter's kdamonds (nobody has any): one first, to ask its context
@@ -308,17 +492,42 @@ class DamonSysfs:
 
     # --- targets --------------------------------------------------------------------------
     def watch(self, slot: int, pid: int) -> None:
-        """Point the exporter's own kdamond ``slot`` at process ``pid`` and start it."""
+        """Point the exporter's own kdamond ``slot`` at process ``pid`` and start it. Raises
+        TargetGone when the kernel finds no such process, and ``foreign`` (giving up every
+        slot) when the stopped kdamond no longer holds the exporter's configuration:
+        something else took it, and starting it would run their scheme."""
         self._own(slot)
         if self.ops != "vaddr":
             raise DamonUnavailable("error", f"kdamond {slot} runs {self.ops}, not vaddr")
         self.stop(slot)
+        self._still_ours(slot)
         targets = self._ctx(slot) / "targets"
         self._write(targets / "nr_targets", "1")
         self._write(targets / "0" / "pid_target", str(pid))
-        self._write(self.kdamonds / str(slot) / "state", "on")
+        self.targets[slot] = pid
+        state = self.kdamonds / str(slot) / "state"
+        try:
+            fd = os.open(state, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
+        except OSError as err:
+            raise _classify(state, err) from err
+        try:
+            os.write(fd, b"on")
+        except OSError as err:
+            if err.errno in (errno.EINVAL, errno.ESRCH):
+                raise TargetGone(pid, f"{state}: {err.strerror}") from err
+            raise _classify(state, err) from err
+        finally:
+            os.close(fd)
         self.pids[slot] = self.kdamond_pid(slot)
         self._save()
+
+    def _still_ours(self, slot: int) -> None:
+        """Raise ``foreign`` (and give up every slot) unless the stopped kdamond ``slot``
+        holds the exporter's configuration."""
+        if not self._configured_as_ours(slot, self.ops):
+            self.slots, self.pids = [], {}
+            raise DamonUnavailable("foreign", f"kdamond {slot} was reconfigured by someone "
+                                   "else while stopped; left untouched")
 
     def watch_physical(self, slot: int, ranges: Sequence[tuple[int, int]]) -> None:
         """Point the exporter's own paddr kdamond ``slot`` at the physical ``ranges``
@@ -327,6 +536,7 @@ class DamonSysfs:
         if self.ops != "paddr":
             raise DamonUnavailable("error", f"kdamond {slot} runs {self.ops}, not paddr")
         self.stop(slot)
+        self._still_ours(slot)
         targets = self._ctx(slot) / "targets"
         self._write(targets / "nr_targets", "1")
         regions = targets / "0" / "regions"
@@ -358,7 +568,7 @@ class DamonSysfs:
             with contextlib.suppress(DamonUnavailable):
                 self.stop(slot)
         if self.slots:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, DamonUnavailable):
                 self._save()
 
     def _own(self, slot: int) -> None:
@@ -366,26 +576,116 @@ class DamonSysfs:
             raise DamonUnavailable("foreign", f"kdamond {slot} is not the exporter's")
 
     # --- regions --------------------------------------------------------------------------
-    def regions(self, slot: int) -> list[Region]:
+    def regions(self, slot: int, read: bool = True) -> list[Region]:
         """Return the regions of the exporter's running kdamond ``slot``: asks the kernel
         to update the stat scheme's tried regions (blocks about one aggregation interval)
-        and reads them. Empty when the kdamond is off (its target exited)."""
+        and reads them. Raises KdamondStopped when the kdamond is off or stops meanwhile
+        (its target exited, or something else stopped it). ``read=False``: only the update
+        request (returns [])."""
         self._own(slot)
         kd = self.kdamonds / str(slot)
         if self.state(slot) != "on":
-            return []
-        self._write(kd / "state", "update_schemes_tried_regions")
-        base = self._ctx(slot) / "schemes" / "0" / "tried_regions"
+            self.pids.pop(slot, None)
+            raise KdamondStopped(slot, "not running")
+        path = kd / "state"
         try:
-            names = [e.name for e in os.scandir(base) if e.name.isdigit()]
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
         except OSError as err:
-            raise _classify(base, err) from err
+            raise _classify(path, err) from err
+        try:
+            os.write(fd, b"update_schemes_tried_regions")
+        except OSError as err:
+            if err.errno in (errno.EINVAL, errno.ECANCELED):
+                self.pids.pop(slot, None)
+                raise KdamondStopped(slot, f"stopped during the region update "
+                                     f"({errno.errorcode.get(err.errno, err.errno)})") from err
+            raise _classify(path, err) from err
+        finally:
+            os.close(fd)
+        if not read:
+            return []
+        return self._read_tried(slot).regions
+
+    def read_regions(self, slot: int) -> RegionRead:
+        """Return the regions of the exporter's running kdamond ``slot`` as
+        :meth:`regions` does, with the count of regions refused for unsound values."""
+        self.regions(slot, read=False)
+        return self._read_tried(slot)
+
+    def _read_tried(self, slot: int) -> RegionRead:
+        """Read the stat scheme's tried regions (mm/damon/sysfs-schemes.c
+        ``damon_sysfs_scheme_regions_add_dirs()``: ``tried_regions/<i>/`` numbered from 0):
+        ``start``, ``end`` and ``nr_accesses`` only (``age`` is not used), at most the
+        region cap of them, each value checked."""
+        base = f"{self._ctx(slot)}/schemes/0/tried_regions"
+        cap = min(MAX_REGIONS_READ, max(self.settings.max_regions, 1))
         out: list[Region] = []
-        for name in sorted(names, key=int)[:MAX_REGIONS_READ]:
-            d = base / name
-            out.append(Region(self._int(d / "start"), self._int(d / "end"),
-                              self._int(d / "nr_accesses"), self._int(d / "age")))
-        return out
+        refused = 0
+        for i in range(cap):
+            d = f"{base}/{i}"
+            try:
+                start = _uint(f"{d}/start", U64_MAX)
+            except FileNotFoundError:
+                break  # the last region was i - 1
+            except OSError:
+                refused += 1
+                continue
+            try:
+                end = _uint(f"{d}/end", U64_MAX)
+                acc = _uint(f"{d}/nr_accesses", U32_MAX)
+            except OSError:
+                refused += 1
+                continue
+            if start is None or end is None or acc is None or end <= start:
+                refused += 1
+                continue
+            out.append(Region(start, end, acc))
+        return RegionRead(out, refused)
+
+
+# the kernel's own DAMON modules: each starts its kdamond exclusively (mm/damon/core.c
+# damon_start(..., exclusive=true)), so none can start while another kdamond runs, and an
+# ``enabled`` write then fails (measured on 6.12: EIO for damon_reclaim)
+DAMON_MODULES = ("damon_reclaim", "damon_lru_sort", "damon_stat")
+
+
+@dataclass(frozen=True, slots=True)
+class DamonModule:
+    """One of the kernel's DAMON modules (``/sys/module/<name>/parameters``): whether it
+    is asked to run (``enabled`` Y) and its kdamond's pid (``kdamond_pid``: -1 when not
+    running; None where the module has no such parameter, as damon_stat)."""
+
+    name: str
+    enabled: bool
+    kdamond_pid: int | None
+
+    @property
+    def running(self) -> bool | None:
+        """Return whether its kdamond runs (None: the module does not say)."""
+        return None if self.kdamond_pid is None else self.kdamond_pid > 0
+
+
+def damon_modules(sysfs: Path) -> list[DamonModule]:
+    """Return the DAMON modules the kernel has (built in or loaded), read from
+    ``module/<name>/parameters`` under ``sysfs``; a module whose ``enabled`` cannot be read
+    or says neither Y nor N is left out."""
+    out = []
+    for name in DAMON_MODULES:
+        params = sysfs / "module" / name / "parameters"
+        try:
+            enabled = read_small(params / "enabled", "damon").strip()
+        except SourceError:
+            continue
+        if enabled not in (b"Y", b"N"):
+            continue
+        pid: int | None = None
+        try:
+            raw = read_small(params / "kdamond_pid", "damon").strip()
+            pid = int(raw) if raw.lstrip(b"-").isdigit() and len(raw) < 12 else None
+        except SourceError:
+            pid = None
+        out.append(DamonModule(name, enabled == b"Y", pid))
+    return out
 
 
 def boot_id(procfs: Path) -> str:

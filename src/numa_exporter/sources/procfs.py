@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from numa_exporter.sources.deadline import NEVER, Deadline
 from numa_exporter.sources.errors import Absent, Gone, classify
+from numa_exporter.sources.exec_probe import ExecProbe
 from numa_exporter.sources.files import read_optional, read_records, read_small, stream_chunks
 from numa_exporter.sources.held import HeldFiles
 from numa_exporter.sources.maps_query import with_maps_descriptor
@@ -25,6 +26,7 @@ class ProcFS:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.held: HeldFiles | None = None  # see hold_files()
+        self.exec_probe = ExecProbe()  # each process's address space generation
 
     def hold_files(self) -> bool:
         """Keep the small files every scan reads of every process (statm, status, comm,
@@ -38,6 +40,12 @@ class ProcFS:
         """Close the held files of processes not in ``pids`` (no longer listed)."""
         if self.held is not None:
             self.held.retain(pids)
+        self.exec_probe.retain(pids)
+
+    def exec_generation(self, pid: int, mm_dir: str) -> int | None:
+        """Return the generation of ``pid``'s address space (a new one after each exec),
+        or None where it cannot be told; see sources/exec_probe.py. Never raises."""
+        return self.exec_probe.generation(pid, mm_dir)
 
     def pids(self) -> list[int]:
         """Return the process ids listed in the root (directories named by digits)."""

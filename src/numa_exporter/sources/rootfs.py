@@ -47,6 +47,9 @@ KUBELET_ROOT = "/var/lib/kubelet"
 CPU_MANAGER_STATE = "cpu_manager_state"
 MEMORY_MANAGER_STATE = "memory_manager_state"
 DEVICE_CHECKPOINT = "device-plugins/kubelet_internal_checkpoint"
+DRA_MANAGER_STATE = "dra_manager_state"
+# CDI spec directories, lowest priority first (a later one's device of the same ID wins)
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 POD_LOGS = "/var/log/pods"
 CONTAINERD_TASKS = "/run/containerd/io.containerd.runtime.v2.task/k8s.io"
 CRIO_CONTAINERS = "/run/containers/storage/overlay-containers"
@@ -236,6 +239,23 @@ class RootFS:
         if why:
             raise Cut(source, str(path), f"{why}: cut at {len(names)} names", tuple(names))
         return tuple(names)
+
+    def device_number(self, host_path: str) -> tuple[str, int, int] | None:
+        """Return (``char`` or ``block``, major, minor) of a device node on the host, None
+        when it is absent or not a device node. Links are followed inside the root; the
+        node itself is never opened."""
+        path = self.resolve(host_path)
+        if path is None:
+            return None
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if stat.S_ISCHR(st.st_mode):
+            return "char", os.major(st.st_rdev), os.minor(st.st_rdev)
+        if stat.S_ISBLK(st.st_mode):
+            return "block", os.major(st.st_rdev), os.minor(st.st_rdev)
+        return None
 
     def signature(self, host_path: str) -> Signature | None:
         """Return (device, inode, size, mtime in ns) of a host file, None when absent.

@@ -236,3 +236,71 @@ def _is_pci_address(text: str) -> bool:
     hexdigits = "0123456789abcdefABCDEF"
     return (dot == "." and len(slot) == 2 and fn in tuple("01234567")
             and all(c in hexdigits for c in parts[0] + parts[1] + slot))
+
+
+MAX_DEVICE_HOPS = 16  # parents walked up from a device node to its PCI device
+
+
+class DeviceNumberSysFS:
+    """The device behind a device number: ``dev/char/<major>:<minor>`` (or ``dev/block``),
+    a link into ``devices/``, walked up to the PCI device it sits below."""
+
+    def __init__(self, sysfs: Path) -> None:
+        self.sysfs = sysfs
+
+    def pci_device(self, kind: str, major: int, minor: int) -> Path | None:
+        """Return the PCI device folder the device number ``major:minor`` of ``kind``
+        (``char`` or ``block``) sits below, None when it is absent, not below a PCI
+        device, or its link leads out of the sysfs root.
+
+        A PCI device is the nearest folder up the link's target named as a PCI address
+        that has a ``numa_node`` file (a DRM render node's is ``.../0000:17:00.0/drm/
+        renderD128``).
+        """
+        if kind not in ("char", "block") or not (0 <= major < 1 << 12 and
+                                                 0 <= minor < 1 << 20):
+            raise ValueError(f"not a device number: {kind} {major}:{minor}")
+        link = self.sysfs / "dev" / kind / f"{major}:{minor}"
+        try:
+            root = os.path.realpath(self.sysfs)
+            target = os.path.realpath(link)
+        except OSError as err:
+            raise classify("dev_char", str(link), err) from err
+        if os.path.commonpath([root, target]) != root or not os.path.isdir(target):
+            return None
+        here = Path(target)
+        for _ in range(MAX_DEVICE_HOPS):
+            if str(here) == root:
+                return None
+            if _is_pci_address(here.name) and (here / "numa_node").is_file():
+                return here
+            here = here.parent
+        return None
+
+    def attribute(self, device: Path, name: str) -> bytes | None:
+        """Return ``numa_node`` or ``local_cpulist`` of a PCI device folder ``pci_device``
+        returned, None when absent."""
+        if name not in ("numa_node", "local_cpulist"):
+            raise ValueError(f"not a PCI locality attribute: {name!r}")
+        return read_optional(device / name, "pci_" + name)
+
+
+#: KSM's files that change with each merge, unmerge or pass of ksmd (mm/ksm.c).
+KSM_FILES = ("run", "pages_shared", "pages_sharing", "full_scans")
+
+
+class KsmSysFS:
+    """KSM's counters (``/sys/kernel/mm/ksm``) of one sysfs root."""
+
+    def __init__(self, sysfs: Path) -> None:
+        self.root = sysfs / "kernel" / "mm" / "ksm"
+
+    def run(self) -> bytes | None:
+        """Return the bytes of ``run``; None where KSM is absent (a kernel without it).
+        Raises the SourceError of the read."""
+        return read_optional(self.root / "run", "ksm")
+
+    def files(self, names: tuple[str, ...] = KSM_FILES[1:]) -> dict[str, bytes]:
+        """Return the bytes of each named file of the folder. Raises the SourceError of a
+        read (a file missing from a folder that has ``run`` is one)."""
+        return {name: read_small(self.root / name, "ksm") for name in names}

@@ -4,9 +4,14 @@ of its pages: the reader side of :mod:`numa_exporter.model.sample_memory`.
 Per read, within the query budget the scan gives (``max_queries``):
 
 1. When the host migrated any page since the last read (its ``pgmigrate_success`` moved, or
-   it is unknown), or the last read was suspect (its fresh sample at odds with the carried
-   counts, or panel pages seen moving), the followed pages are queried again: those on
-   another node moved. At most a quarter of the budget goes to the panel (trimmed to fit).
+   it is unknown), the process faulted or changed size since (``faulted``), or the last read
+   was suspect (its fresh sample at odds with the carried counts, or panel pages seen
+   changing node), the followed pages are queried again. Those on another node count as
+   moved only where the host's counter is known and moved (the movement rule of
+   ``model/change_evidence.py``, docs/movement.md; ``DriftTrack.observe`` bounds them by
+   what it moved): a page on another node while the host migrated nothing was freed and
+   faulted again there (recycled), and only updates the panel. At most a quarter of the
+   budget goes to the panel (trimmed to fit).
 2. Unless pages are moving, the panel is topped up with fresh draws (resident ones join,
    the oldest leave): a page that joins after it moved would hide its move.
 3. The rest of the budget draws the fresh estimate, to which each kind's carried node
@@ -217,23 +222,27 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
                      estimate: Estimate, *, host_migrated: int | None,
                      max_queries: int | None, rng: random.Random,
                      deadline: Deadline = NEVER,
-                     estimate_of: EstimateOf | None = None) -> PlacementEstimate:
+                     estimate_of: EstimateOf | None = None,
+                     faulted: bool = True) -> PlacementEstimate:
     """Return the estimate of one read with the carried counts added and ``moved`` set,
     and update ``memory`` for the next read.
 
     ``frame``: the strata of maps as parsed (their identity says whether the mappings
     changed); ``strata``: as drawn from (perhaps narrowed); ``host_migrated``: the host's
-    migrated-pages counter now (None: unknown, the panel is then always queried).
+    migrated-pages counter now (None: unknown, the panel is then always queried, and no
+    page counts as moved). ``faulted``: the process took a fault or changed size since its
+    last read (True where unknown): its panel is queried again to follow recycled pages.
     ``deadline`` is checked before each batch of queries (``Expired`` past it).
     ``estimate_of`` estimates given strata (None: no growth split, step 4 of the module).
     """
     check = deadline.check
     allowance = PANEL_PAGES if max_queries is None else max(max_queries // 4, 0)
-    quiet = migrated_since(memory.host_migrated, host_migrated) == 0
+    migrated = migrated_since(memory.host_migrated, host_migrated)
+    quiet = migrated == 0
     panel = {k: p for k, p in memory.panel.items() if k in strata}
     followed: dict[Kind, Followed] = {}
     used = 0
-    if panel and (not quiet or memory.suspect):
+    if panel and (not quiet or memory.suspect or faulted):
         panel = _trim(panel, allowance)
         followed = recheck(panel, query, check)
         used = sum(len(p) for p in panel.values())
@@ -245,7 +254,9 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
     budget = None if max_queries is None else max(max_queries - used - top, 0)
 
     def unsure(kind: Kind) -> bool:
-        return not quiet and (kind not in followed or bool(followed[kind].moves))
+        # pages of the kind seen on another node, however they got there, drop its counts
+        return ((not quiet and kind not in followed)
+                or (kind in followed and bool(followed[kind].moves)))
 
     growth = (_growths(memory, frame, strata, totals, unsure) if estimate_of is not None
               else {})
@@ -255,10 +266,10 @@ def read_with_memory(memory: SampleMemory, frame: dict[Kind, Stratum],
     else:
         est = estimate(budget)
     moved: dict[tuple[int, int], int] | None
-    if followed:
+    if followed and migrated is not None and migrated > 0:
         moved = moved_bytes(followed, {s.kind: s.bytes for s in est.strata})
-    elif memory.panel and quiet and not memory.suspect:
-        moved = {}  # the host moved no page
+    elif followed or (memory.panel and quiet and not memory.suspect):
+        moved = {}  # the host migrated no page (or is unknown): nothing moved
     else:
         moved = None  # nothing followed: no evidence either way
     fresh = {s.kind: s.node_counts for s in est.strata}

@@ -163,8 +163,9 @@ class SampledRequest:
     is parsed and before each move_pages batch (``Expired`` gives the read up);
     ``memory``: what earlier reads of this process learned (``memory.py``: carried counts,
     followed pages; updated by the read), with ``host_migrated`` the host's migrated-pages
-    counter now (None: unknown); None: a read on its own; ``rng``: the random state of the
-    draws (None: a new one).
+    counter now (None: unknown); None: a read on its own; ``faulted``: the process took a
+    fault or changed size since its last read (True: or unknown); ``rng``: the random state
+    of the draws (None: a new one).
     """
 
     key: ProcessKey | None = None
@@ -172,6 +173,7 @@ class SampledRequest:
     deadline: Deadline = NEVER
     memory: SampleMemory | None = None
     host_migrated: int | None = None
+    faulted: bool = True
     rng: random.Random | None = None
 
 
@@ -286,7 +288,8 @@ class SampledReader:
                                        mp.for_pid(files.mm_pid), estimate,
                                        host_migrated=req.host_migrated,
                                        max_queries=req.max_queries, rng=rng,
-                                       deadline=deadline, estimate_of=estimate_of)
+                                       deadline=deadline, estimate_of=estimate_of,
+                                       faulted=req.faulted)
         except MovePagesUnsupported as exc:  # ENOSYS from the kernel
             raise _no_move_pages(files, exc) from exc
         est = sampled_sparse.set_aside(est, unscanned, totals, size)
