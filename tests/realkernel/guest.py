@@ -162,12 +162,24 @@ def generations() -> list[str]:
     return [g for g in (w.strip() for w in want.split(",")) if g in GENERATIONS]
 
 
+def named(generation: str) -> bool:
+    """Return True when ``$NUMA_REALKERNEL_KERNELS`` names ``generation``."""
+    want = os.environ.get("NUMA_REALKERNEL_KERNELS") or ""
+    return generation in [w.strip() for w in want.split(",")]
+
+
+def budget_skip(unit: str, generation: str) -> str:
+    """Return why ``unit`` (a scenario, or a guest module's name after ``test_``) is left out
+    on ``generation`` by default for the CI budget ("" when it runs; scenarios.EDGE_UNITS)."""
+    from .scenarios import budget_skip as rule
+
+    return rule(unit, generation, runs_everything(generation), named(generation))
+
+
 def runs_everything(generation: str) -> bool:
     """Return True when every scenario runs on ``generation``: it is one of the generations
     that always do (6.1, 6.12), or ``$NUMA_REALKERNEL_KERNELS`` names it."""
-    want = os.environ.get("NUMA_REALKERNEL_KERNELS")
-    named = bool(want) and generation in [w.strip() for w in (want or "").split(",")]
-    return GENERATIONS[generation].everything_by_default or named
+    return GENERATIONS[generation].everything_by_default or named(generation)
 
 #: Marker lines the initramfs prints on the serial console.
 MARK = "@@RK"
@@ -1206,3 +1218,104 @@ def run_scenarios(
     )
     return boot(layout, script, timeout=timeout, results=results, assets=assets,
                 files={"plan.json": json.dumps(plan, indent=1)})
+
+
+# ----------------------------------------------------------------------------------------
+# What a guest kernel offers (detected in the guest, never inferred from a version number)
+# ----------------------------------------------------------------------------------------
+
+#: feature -> what a test that needs it says when the kernel lacks it
+FEATURES: dict[str, str] = {
+    "damon_sysfs": "no DAMON sysfs interface (/sys/kernel/mm/damon/admin/kdamonds absent)",
+    "weighted_interleave": "no weighted interleave (/sys/kernel/mm/mempolicy/"
+                           "weighted_interleave absent)",
+    "memory_tiers": "no memory tiers (/sys/devices/virtual/memory_tiering absent)",
+    "balancing_mode_2": "numa_balancing mode 2 (memory tiering) refused by the kernel",
+    "mpol_preferred_many": "set_mempolicy(MPOL_PREFERRED_MANY) refused (EINVAL)",
+    "pagemap_scan": "no PAGEMAP_SCAN ioctl on /proc/PID/pagemap (ENOTTY)",
+    "procmap_query": "no PROCMAP_QUERY ioctl on /proc/PID/maps (ENOTTY)",
+    "node_reclaim_counters": "no pgscan/pgsteal/pgrefill in the node vmstat files",
+    "sched_numa": "no NUMA lines in /proc/PID/sched",
+    "damon_stat": "no DAMON_STAT module running a kdamond of its own",
+}
+
+_PROBE = r"""
+import ctypes, errno, fcntl, json, os
+
+def read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+def ioctl_known(path, request):
+    # a zeroed argument (size 0) is refused with EINVAL where the ioctl exists, ENOTTY where not
+    with open(path, "rb") as fh:
+        try:
+            fcntl.ioctl(fh, request, bytearray(128))
+        except OSError as exc:
+            return exc.errno != errno.ENOTTY
+    return True
+
+f = {}
+f["damon_sysfs"] = os.path.isdir("/sys/kernel/mm/damon/admin/kdamonds")
+f["damon_stat"] = read("/sys/module/damon_stat/parameters/enabled").strip() == "Y"
+f["weighted_interleave"] = os.path.isdir("/sys/kernel/mm/mempolicy/weighted_interleave")
+f["memory_tiers"] = os.path.isdir("/sys/devices/virtual/memory_tiering")
+try:
+    with open("/proc/sys/kernel/numa_balancing", "w") as fh:
+        fh.write("2")
+    f["balancing_mode_2"] = read("/proc/sys/kernel/numa_balancing").strip() == "2"
+except OSError:
+    f["balancing_mode_2"] = False
+with open("/proc/sys/kernel/numa_balancing", "w") as fh:
+    fh.write("0")
+libc = ctypes.CDLL(None, use_errno=True)
+mask = ctypes.c_ulong(1)
+f["mpol_preferred_many"] = libc.syscall(238, 5, ctypes.byref(mask), ctypes.c_ulong(64)) == 0
+libc.syscall(238, 0, None, ctypes.c_ulong(0))
+f["pagemap_scan"] = ioctl_known("/proc/self/pagemap", (3 << 30) | (96 << 16) | (0x66 << 8) | 16)
+f["procmap_query"] = ioctl_known("/proc/self/maps", (3 << 30) | (104 << 16) | (0x66 << 8) | 17)
+f["node_reclaim_counters"] = "pgscan_kswapd" in read(
+    "/sys/devices/system/node/node0/vmstat").split()
+f["sched_numa"] = "numa_pages_migrated" in read("/proc/self/sched")
+f["release"] = os.uname().release
+with open("/tmp/rkio/features.json", "w") as fh:
+    json.dump(f, fh, indent=1, sort_keys=True)
+"""
+
+
+def kernel_features(assets: Assets) -> dict[str, object]:
+    """Return what the guest kernel of ``assets`` offers (FEATURES keys -> bool, and its
+    ``release``), probed in one boot of the 2-node guest and kept beside the kernel's assets
+    (the answer of an image never changes). Raises RealKernelUnavailable when it cannot boot.
+    """
+    kdir = assets.vmlinuz.parent
+    cached = kdir / f"features-{ASSET_FORMAT}.json"
+    with _locked(assets.cache / ".lock-features"):
+        if cached.exists():
+            return dict(json.loads(cached.read_text()))
+        out = Path(tempfile.mkdtemp(prefix="realkernel-features-"))
+        try:
+            r = boot("2node", "/usr/bin/python3 /tmp/rkio/probe.py\n", timeout=180,
+                     results=out, assets=assets, files={"probe.py": _PROBE})
+            got = out / "features.json"
+            if not r.ok or not got.exists():
+                raise RealKernelUnavailable(
+                    f"feature probe on {assets.kernel_release} failed (rc={r.rc}): "
+                    f"{r.job_log[-1500:]}")
+            shutil.copyfile(got, cached)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        return dict(json.loads(cached.read_text()))
+
+
+def missing_feature(assets: Assets, *needed: str) -> str:
+    """Return why the guest kernel of ``assets`` cannot run a test needing ``needed`` (the
+    first absent feature's FEATURES line, with the release), or "" when it offers them all."""
+    have = kernel_features(assets)
+    for name in needed:
+        if not have.get(name):
+            return f"kernel {assets.kernel_release}: {FEATURES[name]}"
+    return ""

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from . import guest as harness
+from .conftest import guest_assets
 from .results import Exposition
 
 pytestmark = pytest.mark.realkernel
@@ -61,23 +62,21 @@ echo done > $O/DONE
 """
 
 
-@pytest.fixture(scope="module")
-def out(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Boot the 6.12 guest once and run the job; skip loudly when QEMU cannot run it."""
-    if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
-        pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
-    try:
-        assets = harness.ensure_assets("6.12")
-    except harness.RealKernelUnavailable as exc:
-        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: {exc}")
+@pytest.fixture(scope="module", params=list(harness.GENERATIONS))
+def out(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[Path]:
+    """Boot the guest once per kernel generation with weighted interleave and run the job;
+    skip (saying why) where the kernel lacks it, loudly when QEMU cannot run it."""
+    kernel = str(request.param)
+    assets = guest_assets("weighted_guest", kernel, "weighted_interleave")
     keep = os.environ.get("NUMA_REALKERNEL_RESULTS")
-    results = (Path(keep).resolve() / "weighted-guest" if keep
-               else tmp_path_factory.mktemp("weighted-guest"))
+    results = (Path(keep).resolve() / f"weighted-guest-{kernel}" if keep
+               else tmp_path_factory.mktemp(f"weighted-guest-{kernel}"))
     results.mkdir(parents=True, exist_ok=True)
     boot = harness.boot("2node", _script(sys.executable), timeout=TIMEOUT_S, results=results,
                         assets=assets)
     if boot.userland_s is None:
-        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: the 6.12 guest never reached userland "
+        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: the {kernel} guest never reached userland "
                     f"({'; '.join(boot.attempts)})")
     o = results / "out"
     if not (o / "DONE").exists():
