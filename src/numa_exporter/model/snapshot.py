@@ -179,6 +179,8 @@ class ExporterStats:
     scan_budget: float = 0.0
     # CPU seconds of the last scan by stage (system, select, processes, cgroups), in order
     stage_seconds: tuple[tuple[str, float], ...] = ()
+    # kernel features detected at start: (name, offered), the ones that could be told
+    kernel_features: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

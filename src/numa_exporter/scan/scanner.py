@@ -39,6 +39,8 @@ from numa_exporter.readers.accelerator_use import AcceleratorMap
 from numa_exporter.readers.accelerators import AcceleratorSource
 from numa_exporter.readers.cgroups import read_cgroups
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.kernel_features import describe as describe_features
+from numa_exporter.readers.kernel_features import detect as detect_features
 from numa_exporter.readers.kubernetes import KubernetesReader
 from numa_exporter.readers.process_files import (
     read_live_thread,
@@ -127,6 +129,18 @@ class Scanner:
                                     lambda: self.topology, self.proc, placement, sampled,
                                     clock, wall)
         self.refresh_topology()
+        self.kernel_features = self._detect_features()
+
+    def _detect_features(self) -> tuple[tuple[str, bool], ...]:
+        """Return the kernel features found at start, (name, offered) for each that could
+        be told; say them once in the log, the absent ones with what goes without them."""
+        try:
+            found = detect_features(self.proc, self.config.roots.sysfs)
+        except Exception as exc:  # a probe's bug must not stop the exporter
+            self.errors.bug("kernel_features", str(self.proc.root), exc)
+            return ()
+        log.info("kernel features", **describe_features(found))
+        return tuple((n, v) for n, v in found.items() if v is not None)
 
     @property
     def config(self) -> Config:
@@ -443,6 +457,7 @@ class Scanner:
             read_times=st.read_times.freeze(),
             scan_interval=self.config.scan_interval,
             scan_budget=self.config.scan_budget,
+            kernel_features=self.kernel_features,
         )
 
 
