@@ -136,6 +136,8 @@ class SystemSample:
     # nodes with memory (has_memory), whatever collectors run; None where unknown
     memory_nodes: frozenset[int] | None = None
     node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
+    # pgscan_*, pgsteal_*, pgrefill of node<N>/vmstat (7.1+; node collector)
+    node_reclaim: dict[int, dict[str, int]] = field(default_factory=dict)
     demotion_enabled: bool | None = None
     weighted_interleave: InterleaveWeights | None = None  # 6.9+; node or binding collector
 

@@ -42,6 +42,7 @@ from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.kernel_features import describe as describe_features
 from numa_exporter.readers.kernel_features import detect as detect_features
 from numa_exporter.readers.kubernetes import KubernetesReader
+from numa_exporter.readers.node_reclaim import read_node_vmstat_values, reclaim_counters
 from numa_exporter.readers.process_files import (
     read_live_thread,
     read_numa_maps,
@@ -53,6 +54,7 @@ from numa_exporter.readers.tiers import (
     read_demotion_enabled,
     read_node_vmstat,
     read_system_tiers,
+    tier_counters,
 )
 from numa_exporter.readers.weighted_interleave import read_weighted_interleave
 from numa_exporter.scan.damon import HotMemoryMonitor, join_hot
@@ -190,12 +192,20 @@ class Scanner:
                     self.weights, self.errors))
             except Exception as exc:
                 self.errors.bug("weighted_interleave", str(self.weights.root), exc)
+        node_vm: dict[int, dict[str, int]] | None = None
+        if cfg.enabled("node") and dict(self.kernel_features).get("node_reclaim"):
+            try:  # one read of the node vmstat files serves the tiers collector too
+                node_vm = read_node_vmstat_values(self.nodes, self.topology, self.errors)
+                sample = replace(sample, node_reclaim=reclaim_counters(node_vm))
+            except Exception as exc:
+                self.errors.bug("node_reclaim", str(self.nodes.root), exc)
         if not cfg.enabled("tiers"):
             return sample
         try:
             return replace(sample, tiers=self.system_tiers,
-                           node_vmstat=read_node_vmstat(self.nodes, self.topology,
-                                                        self.errors),
+                           node_vmstat=(tier_counters(node_vm) if node_vm is not None else
+                                        read_node_vmstat(self.nodes, self.topology,
+                                                         self.errors)),
                            demotion_enabled=read_demotion_enabled(self.memory_tiers,
                                                                   self.errors))
         except Exception as exc:
