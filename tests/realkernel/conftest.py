@@ -181,7 +181,15 @@ def _start(config: pytest.Config, session: pytest.Session, layout: str, kernel: 
     return run
 
 
-@pytest.fixture(params=list(harness.GENERATIONS))
+@pytest.hookimpl(trylast=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test that takes ``kernel`` once per generation, the generation last in its
+    id (``test_x[membind_remote-7.3]``): parametrized after the test's own parameters."""
+    if "kernel" in metafunc.fixturenames:
+        metafunc.parametrize("kernel", list(harness.GENERATIONS), indirect=True)
+
+
+@pytest.fixture
 def kernel(request: pytest.FixtureRequest) -> str:
     """Return the kernel generation a test runs on (each test runs once per generation)."""
     return str(request.param)
