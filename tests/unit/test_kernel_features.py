@@ -19,7 +19,12 @@ from tests.conftest import fixture_config
 from tests.e2e.exposition import values
 
 from numa_exporter.collectors.snapshot import SnapshotCollector
-from numa_exporter.readers.kernel_features import FEATURES, describe, detect
+from numa_exporter.readers.kernel_features import (
+    FEATURES,
+    damon_stat_running,
+    describe,
+    detect,
+)
 from numa_exporter.scan.scanner import Scanner
 from numa_exporter.sources.kernel_probe import ioctl_known, mbind_mode_known
 from numa_exporter.sources.procfs import ProcFS
@@ -115,3 +120,14 @@ def test_features_exported_and_tier_bytes_absent_without_memory_tiers(tmp_path: 
     tiered = {lv["tier"] for lv, _ in values(_scrape(root), "numa_process_tier_memory_bytes",
                                              pid=pid)}
     assert tiered == {"4"}
+
+
+def test_damon_stat_running_read_from_its_module_parameter(tmp_path: Path) -> None:
+    """7.3's DAMON_STAT (Y at boot) is told from its module parameter; absent or N: not."""
+    assert damon_stat_running(tmp_path) is False
+    param = tmp_path / "module/damon_stat/parameters/enabled"
+    param.parent.mkdir(parents=True)
+    param.write_text("N\n")
+    assert damon_stat_running(tmp_path) is False
+    param.write_text("Y\n")
+    assert damon_stat_running(tmp_path) is True

@@ -97,3 +97,17 @@ def describe(found: dict[str, bool | None]) -> dict[str, str]:
     return {"present": ",".join(n for n, v in found.items() if v) or "none",
             "absent": "; ".join(absent) or "none",
             "unknown": ",".join(n for n, v in found.items() if v is None) or "none"}
+
+
+def damon_stat_running(sysfs: Path) -> bool:
+    """Return True when the kernel's DAMON_STAT module runs its own kdamond
+    (``module/damon_stat/parameters/enabled`` reads Y; Debian's 7.3 turns it on at boot).
+    While it runs, no kdamond of the sysfs interface can start: writing ``on`` to a
+    kdamond's ``state`` fails with EIO (measured on Debian's 7.3.4)."""
+    try:
+        data = read_optional(sysfs / "module" / "damon_stat" / "parameters" / "enabled",
+                             "damon_stat")
+    except SourceError:
+        return False
+    return data is not None and data.strip() == b"Y"
+

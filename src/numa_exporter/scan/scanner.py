@@ -39,6 +39,7 @@ from numa_exporter.readers.accelerator_use import AcceleratorMap
 from numa_exporter.readers.accelerators import AcceleratorSource
 from numa_exporter.readers.cgroups import read_cgroups
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.kernel_features import damon_stat_running
 from numa_exporter.readers.kernel_features import describe as describe_features
 from numa_exporter.readers.kernel_features import detect as detect_features
 from numa_exporter.readers.kubernetes import KubernetesReader
@@ -142,6 +143,11 @@ class Scanner:
             self.errors.bug("kernel_features", str(self.proc.root), exc)
             return ()
         log.info("kernel features", **describe_features(found))
+        if self.config.damon and damon_stat_running(self.config.roots.sysfs):
+            log.warning("DAMON_STAT's own kdamond runs (module damon_stat, enabled=Y): no "
+                        "kdamond of DAMON's sysfs interface can start while it does (EIO), "
+                        "so --collector.damon cannot monitor; the exporter leaves the module "
+                        "alone (echo N > /sys/module/damon_stat/parameters/enabled frees it)")
         return tuple((n, v) for n, v in found.items() if v is not None)
 
     @property
