@@ -102,3 +102,17 @@ def test_edge_generations_run_everything_only_when_named(
     monkeypatch.setenv("NUMA_REALKERNEL_KERNELS", "5.10,6.1")
     assert harness.generations() == ["5.10", "6.1"]
     assert harness.runs_everything("5.10") and not harness.runs_everything("7.3")
+
+
+def test_budget_picks_per_generation_and_naming_runs_all(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """Unnamed, 7.3 runs its edge units only (the damon guest, 548 s here, is left out),
+    5.10 others; named, every unit runs; 6.1 always runs everything."""
+    monkeypatch.delenv("NUMA_REALKERNEL_KERNELS", raising=False)
+    assert harness.budget_skip("weighted_guest", "7.3") == ""
+    assert "NUMA_REALKERNEL_KERNELS=7.3" in harness.budget_skip("damon_guest", "7.3")
+    assert harness.budget_skip("weighted_guest", "5.10") != ""
+    assert harness.budget_skip("damon_guest", "6.1") == ""
+    monkeypatch.setenv("NUMA_REALKERNEL_KERNELS", "5.10,6.1,6.12,7.3")
+    assert harness.budget_skip("damon_guest", "7.3") == ""
+    assert harness.budget_skip("local", "5.10") == ""
