@@ -3,7 +3,7 @@ left alone. One boot of the 2-node guest per kernel generation whose kernel has 
 sysfs interface (detected in the guest: Debian's 6.12 and 7.3; 5.10 has no DAMON and 6.1's
 build has it off, so those skip saying so), ``numa_balancing`` off throughout. On 7.3,
 DAMON_STAT's own kdamond runs from boot and excludes every sysfs kdamond (``state on``
-fails with EIO): the job switches the module off first, as an admin would.
+fails: EBUSY, EIO from a shell): the job switches the module off first, as an admin would.
 
 1. **foreign**: a kdamond of someone else's (vaddr, on a sleeper) runs before the exporter
    starts; the exporter must stand aside (``numa_exporter_damon_up 0``, reason ``foreign``)
@@ -94,7 +94,8 @@ poll() {{ for i in $(seq 1 120); do {fetch} > $O/$1.prom 2>/dev/null && \\
   grep -qE "$2" $O/$1.prom && return 0; sleep 1; done; return 1; }}
 ready() {{ for i in $(seq 1 300); do [ -e $1 ] && break; sleep 0.2; done; sed -n 's/^pid=//p' $1; }}
 # 0. DAMON_STAT (7.3: =y, on from boot) runs a kdamond outside sysfs that makes every sysfs
-# "state on" fail (EIO, measured on 7.3): switch it off as an admin would, and say so
+# "state on" fail (EBUSY; EIO from a shell, measured on 7.3): switch it off as an admin
+# would, and say so
 DS=/sys/module/damon_stat/parameters/enabled
 if [ -e $DS ] && [ "$(cat $DS)" = Y ]; then echo N > $DS && echo off > $O/damon_stat; fi
 # 1. someone else's kdamond runs

@@ -103,7 +103,8 @@ def damon_stat_running(sysfs: Path) -> bool:
     """Return True when the kernel's DAMON_STAT module runs its own kdamond
     (``module/damon_stat/parameters/enabled`` reads Y; Debian's 7.3 turns it on at boot).
     While it runs, no kdamond of the sysfs interface can start: writing ``on`` to a
-    kdamond's ``state`` fails with EIO (measured on Debian's 7.3.4)."""
+    kdamond's ``state`` fails (the exporter's write: EBUSY; a shell's echo: EIO; measured on
+    Debian's 7.3.4)."""
     try:
         data = read_optional(sysfs / "module" / "damon_stat" / "parameters" / "enabled",
                              "damon_stat")

@@ -145,7 +145,7 @@ class Scanner:
         log.info("kernel features", **describe_features(found))
         if self.config.damon and damon_stat_running(self.config.roots.sysfs):
             log.warning("DAMON_STAT's own kdamond runs (module damon_stat, enabled=Y): no "
-                        "kdamond of DAMON's sysfs interface can start while it does (EIO), "
+                        "kdamond of DAMON's sysfs interface can start while it does (EBUSY), "
                         "so --collector.damon cannot monitor; the exporter leaves the module "
                         "alone (echo N > /sys/module/damon_stat/parameters/enabled frees it)")
         return tuple((n, v) for n, v in found.items() if v is not None)
