@@ -1,8 +1,10 @@
 """Session fixtures for the real-kernel tier: one QEMU guest per node layout and kernel.
 
-Every scenario test runs on each kernel generation (``kernel``: Debian's 6.1 and 6.12; a
-scenario that needs only one says why in ``Scenario.one_kernel`` and is skipped on the
-other with that reason). Each layout's guest boots once per session and kernel and runs
+Every scenario test runs on each kernel generation (``kernel``: Debian's 5.10, 6.1, 6.12 and
+7.3; a scenario that needs only one says why in ``Scenario.one_kernel`` and is skipped on the
+others with that reason). Unless ``$NUMA_REALKERNEL_KERNELS`` names them, 5.10 and 7.3 run
+only the scenarios whose outcome can differ there (scenarios.EDGE_UNITS, the CI budget); the
+others skip saying so. Each layout's guest boots once per session and kernel and runs
 every scenario it is asked for (those of the selected tests, or all of them) one after the
 other; the tests then read the folders it left. When the host cannot run the guest at all
 the tests are skipped with a loud reason; when the guest runs but the exporter misbehaves
@@ -70,6 +72,27 @@ def exporter_command() -> list[str]:
     return shlex.split(env) if env else [sys.executable, "-m", "numa_exporter"]
 
 
+def guest_assets(unit: str, kernel: str, *needed: str) -> harness.Assets:
+    """Return the assets of ``kernel`` for the guest module ``unit`` (its name after
+    ``test_``); skip, saying why, when the tier is off, the host cannot run the guest, the CI
+    budget leaves ``unit`` out on ``kernel`` (scenarios.EDGE_UNITS), or the guest kernel lacks
+    one of the ``needed`` features (guest.FEATURES, detected in the guest)."""
+    if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
+        pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
+    left_out = harness.budget_skip(unit, kernel)
+    if left_out:
+        pytest.skip(left_out)
+    try:
+        assets = harness.ensure_assets(kernel)
+        missing = harness.missing_feature(assets, *needed) if needed else ""
+    except harness.RealKernelUnavailable as exc:
+        print(f"REAL-KERNEL TESTS SKIPPED: {exc}", file=sys.__stderr__, flush=True)
+        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: cannot prepare the QEMU guest: {exc}")
+    if missing:
+        pytest.skip(f"{unit} cannot run: {missing}")
+    return assets
+
+
 def _loud(config: pytest.Config, msg: str) -> None:
     """Print ``msg`` on the terminal right away (not captured) and on stderr."""
     tr = config.pluginmanager.get_plugin("terminalreporter")
@@ -82,7 +105,8 @@ def _loud(config: pytest.Config, msg: str) -> None:
 def _wanted(session: pytest.Session, layout: str, kernel: str) -> list[str]:
     """Return the scenarios of ``layout`` on ``kernel`` the selected tests need (all when
     unclear)."""
-    every = [s.name for s in for_layout(layout, kernel)]
+    every = [s.name for s in for_layout(layout, kernel)
+             if not harness.budget_skip(s.name, kernel)]
     names: set[str] = set()
     for item in session.items:
         callspec = getattr(item, "callspec", None)
@@ -157,7 +181,15 @@ def _start(config: pytest.Config, session: pytest.Session, layout: str, kernel: 
     return run
 
 
-@pytest.fixture(params=list(harness.GENERATIONS))
+@pytest.hookimpl(trylast=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test that takes ``kernel`` once per generation, the generation last in its
+    id (``test_x[membind_remote-7.3]``): parametrized after the test's own parameters."""
+    if "kernel" in metafunc.fixturenames:
+        metafunc.parametrize("kernel", list(harness.GENERATIONS), indirect=True)
+
+
+@pytest.fixture
 def kernel(request: pytest.FixtureRequest) -> str:
     """Return the kernel generation a test runs on (each test runs once per generation)."""
     return str(request.param)
@@ -201,6 +233,9 @@ def run(guest: GuestGetter, scenario: str, kernel: str) -> ScenarioRun:
     s = BY_NAME[scenario]
     if kernel not in s.kernels:
         pytest.skip(f"{scenario} runs on {', '.join(s.kernels)} only: {s.one_kernel}")
+    left_out = harness.budget_skip(scenario, kernel)
+    if left_out:
+        pytest.skip(left_out)
     r = guest(s.layout, kernel).scenario(scenario)
     if r.summary.get("errors"):
         pytest.fail(f"{scenario}: {r.summary['errors']}\n{r.summary.get('traceback', '')}\n"

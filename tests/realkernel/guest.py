@@ -18,8 +18,19 @@ Environment knobs:
   ``linux-image-6.1.0-*-amd64-unsigned`` apt knows.
 * ``NUMA_REALKERNEL_KERNEL_6_12`` - the same for the 6.12 generation; default: the newest
   ``linux-image-6.12.*+deb12-amd64-unsigned`` (bookworm-security).
+* ``NUMA_REALKERNEL_KERNEL_5_10`` / ``NUMA_REALKERNEL_KERNEL_7_3`` - the same for the 5.10
+  generation (default: the newest ``linux-image-5.10.0-*-amd64-unsigned`` of Debian 11,
+  ``bullseye``) and the 7.3 one (the newest ``linux-binary-unsigned-7.3.*+deb13-amd64`` of
+  ``trixie-backports``, whose modules come from ``linux-modules-<release>``). Neither suite is
+  in the host's apt sources: the harness downloads through a throwaway sources list and apt
+  state of its own under the cache, removed after the download (the host's apt is untouched,
+  nothing is installed).
+* ``NUMA_REALKERNEL_MIRROR`` - the Debian mirror of those downloads (default
+  ``http://deb.debian.org/debian``).
 * ``NUMA_REALKERNEL_KERNELS`` - the generations the tier runs on, comma separated (default
-  ``6.1,6.12``); a generation left out skips its tests with that reason.
+  all: ``5.10,6.1,6.12,7.3``); a generation left out skips its tests with that reason. Left
+  unset, 5.10 and 7.3 run only the scenarios whose outcome can differ there (see
+  scenarios.EDGE_UNITS); named here, they run every scenario.
 * ``NUMA_REALKERNEL_ACCEL``   - ``auto`` (default), ``tcg``, ``kvm`` or an ordered list
   (``kvm,tcg``: try KVM, fall back to TCG when the guest never reaches userland).
 * ``NUMA_REALKERNEL_CPU``     - QEMU ``-cpu`` model (default ``max`` under TCG, ``host`` on KVM).
@@ -82,16 +93,42 @@ HOST_TOOLS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Generation:
-    """A kernel generation the tier runs on: Debian's unsigned image packages of one series."""
+    """A kernel generation the tier runs on: Debian's unsigned image packages of one series.
 
-    name: str  # "6.1", "6.12"
+    ``suite`` is the Debian suite to download from when the host's apt sources do not carry
+    it (a throwaway sources list, see :func:`_private_apt`); ``modules_package`` turns the
+    image package's name into the package holding its modules, for a kernel packaged with
+    the two apart (7.3: ``linux-binary-unsigned-*`` and ``linux-modules-*``); "" when the
+    image package carries its modules (5.10, 6.1, 6.12).
+    """
+
+    name: str  # "5.10", "6.1", "6.12", "7.3"
     pin_env: str  # environment variable pinning a package name or .deb path
     apt_regex: str  # apt-cache search --names-only pattern
     package: re.Pattern[str]  # a package name; group 1 the name, group 2.. its version
     deb_glob: str  # downloaded .debs of the generation in the cache
+    suite: str = ""
+    modules_package: tuple[str, str] = ("", "")  # (prefix of the image package, its modules')
+    #: run every scenario when not named in $NUMA_REALKERNEL_KERNELS (False: only those
+    #: whose outcome can differ on it, scenarios.EDGE_UNITS; the CI budget)
+    everything_by_default: bool = True
+
+    def modules_of(self, image_package: str) -> str:
+        """Return the package holding the modules of ``image_package`` ("" when the same)."""
+        old, new = self.modules_package
+        if not old or not image_package.startswith(old):
+            return ""
+        return new + image_package[len(old):]
 
 
 GENERATIONS: dict[str, Generation] = {
+    # Debian 11's 5.10 LTS (bullseye main), standing in for the 5.x kernels of enterprise
+    # fleets: packaged like 6.1 (xz image, modules in the image package)
+    "5.10": Generation(
+        "5.10", "NUMA_REALKERNEL_KERNEL_5_10", r"^linux-image-5\.10\.0-.*-amd64-unsigned$",
+        re.compile(r"^(linux-image-5\.10\.0-(\d+)-amd64-unsigned)\b"),
+        "linux-image-5.10.0-*-amd64-unsigned_*.deb", suite="bullseye",
+        everything_by_default=False),
     "6.1": Generation(
         "6.1", "NUMA_REALKERNEL_KERNEL", r"^linux-image-6\.1\.0-.*-amd64-unsigned$",
         re.compile(r"^(linux-image-6\.1\.0-(\d+)-amd64-unsigned)\b"),
@@ -103,6 +140,16 @@ GENERATIONS: dict[str, Generation] = {
         r"^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$",
         re.compile(r"^(linux-image-6\.12\.(\d+)\+deb12-amd64-unsigned)\b"),
         "linux-image-6.12.*+deb12-amd64-unsigned_*.deb"),
+    # 7.3 from trixie-backports: the image alone in linux-binary-unsigned-<release> (at
+    # usr/lib/modules/<release>/vmlinuz.unsigned, zstd), the modules in linux-modules-<release>
+    # (xz; virtio and virtio_pci are built in, fscache is part of netfs)
+    "7.3": Generation(
+        "7.3", "NUMA_REALKERNEL_KERNEL_7_3",
+        r"^linux-binary-unsigned-7\.3\.[0-9]+\+deb13-amd64$",
+        re.compile(r"^(linux-binary-unsigned-7\.3\.(\d+)\+deb13-amd64)\b"),
+        "linux-binary-unsigned-7.3.*+deb13-amd64_*.deb", suite="trixie-backports",
+        modules_package=("linux-binary-unsigned-", "linux-modules-"),
+        everything_by_default=False),
 }
 DEFAULT_GENERATION = "6.1"
 
@@ -113,6 +160,26 @@ def generations() -> list[str]:
     if not want:
         return list(GENERATIONS)
     return [g for g in (w.strip() for w in want.split(",")) if g in GENERATIONS]
+
+
+def named(generation: str) -> bool:
+    """Return True when ``$NUMA_REALKERNEL_KERNELS`` names ``generation``."""
+    want = os.environ.get("NUMA_REALKERNEL_KERNELS") or ""
+    return generation in [w.strip() for w in want.split(",")]
+
+
+def budget_skip(unit: str, generation: str) -> str:
+    """Return why ``unit`` (a scenario, or a guest module's name after ``test_``) is left out
+    on ``generation`` by default for the CI budget ("" when it runs; scenarios.EDGE_UNITS)."""
+    from .scenarios import budget_skip as rule
+
+    return rule(unit, generation, runs_everything(generation), named(generation))
+
+
+def runs_everything(generation: str) -> bool:
+    """Return True when every scenario runs on ``generation``: it is one of the generations
+    that always do (6.1, 6.12), or ``$NUMA_REALKERNEL_KERNELS`` names it."""
+    return GENERATIONS[generation].everything_by_default or named(generation)
 
 #: Marker lines the initramfs prints on the serial console.
 MARK = "@@RK"
@@ -373,28 +440,66 @@ def _busybox_path() -> Path:
     raise RealKernelUnavailable("no static busybox (install busybox-static)")
 
 
-def _pick_kernel_package(gen: Generation) -> str:
-    """Return the kernel package to use: the env pin or the newest image of ``gen`` apt knows."""
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+@contextlib.contextmanager
+def _private_apt(cache: Path, suite: str) -> Iterator[list[str]]:
+    """Yield apt options reading a throwaway sources list of Debian's ``suite`` (main), with
+    package lists and archives of its own under the cache, after an ``apt-get update`` of it.
+
+    The host's sources, lists and lock are never touched, so apt elsewhere keeps picking
+    "the newest 6.1" from the host's suites; the folder is removed on the way out.
+    """
+    root = cache / "apt" / suite
+    shutil.rmtree(root, ignore_errors=True)
+    for sub in ("lists/partial", "cache/archives/partial", "parts"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    mirror = os.environ.get("NUMA_REALKERNEL_MIRROR", "http://deb.debian.org/debian")
+    keyring = f"[signed-by={DEBIAN_KEYRING}] " if Path(DEBIAN_KEYRING).exists() else ""
+    (root / "sources.list").write_text(f"deb {keyring}{mirror} {suite} main\n")
+    opts = [f"-oDir::Etc::SourceList={root / 'sources.list'}",
+            f"-oDir::Etc::SourceParts={root / 'parts'}",
+            f"-oDir::State::Lists={root / 'lists'}", f"-oDir::Cache={root / 'cache'}",
+            "-oDebug::NoLocking=1"]
+    if os.geteuid() == 0:
+        opts.append("-oAPT::Sandbox::User=root")  # the _apt user cannot write the cache
+    try:
+        log(f"apt-get update of a throwaway sources list: {mirror} {suite} main")
+        _run(["apt-get", "-q", *opts, "update"], timeout=600)
+        yield opts
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            root.parent.rmdir()
+
+
+def _pick_kernel_package(gen: Generation, apt_opts: Sequence[str] = ()) -> str:
+    """Return the kernel package to use: the env pin or the newest image of ``gen`` apt knows
+    (through ``apt_opts``: a private sources list, for a suite the host lacks)."""
     pin = os.environ.get(gen.pin_env)
     if pin:
         return pin
-    out = _run(["apt-cache", "search", "--names-only", gen.apt_regex], check=False)
+    out = _run(["apt-cache", *apt_opts, "search", "--names-only", gen.apt_regex], check=False)
     found = []
     for line in out.splitlines():
         m = gen.package.match(line)
         if m:
             found.append((int(m.group(2)), m.group(1)))
     if not found:
+        where = f"Debian's {gen.suite}" if gen.suite else "the host's apt sources"
         raise RealKernelUnavailable(
-            f"apt knows no {gen.apt_regex} package (Debian 12 apt sources, bookworm-security "
-            f"for 6.12, needed, or set {gen.pin_env} to a package name or .deb path)"
+            f"apt knows no {gen.apt_regex} package in {where} (Debian 12 apt sources, "
+            f"bookworm-security for 6.12, needed, or set {gen.pin_env} to a package name or "
+            ".deb path)"
         )
     return max(found)[1]
 
 
 def _cached_kernels(cache: Path, gen: Generation) -> list[Path]:
-    """Return already downloaded kernel .debs of ``gen`` in the cache, newest first."""
-    debs = list((cache / "dl").glob(gen.deb_glob))
+    """Return already downloaded kernel .debs of ``gen`` in the cache (with their modules'
+    .deb, where packaged apart), newest first."""
+    debs = [d for d in (cache / "dl").glob(gen.deb_glob) if _with_modules(d, gen) is not None]
 
     def version(p: Path) -> int:
         m = gen.package.match(p.name.split("_")[0])
@@ -403,70 +508,124 @@ def _cached_kernels(cache: Path, gen: Generation) -> list[Path]:
     return sorted(debs, key=version, reverse=True)
 
 
-def _fetch_kernel_deb(cache: Path, gen: Generation) -> tuple[str, Path]:
-    """Return (package name, .deb path), downloading with ``apt-get download`` when needed."""
+def _with_modules(deb: Path, gen: Generation) -> list[Path] | None:
+    """Return ``deb`` and, where ``gen`` packages modules apart, the modules' .deb beside it
+    (None when that one is missing)."""
+    mods = gen.modules_of(deb.name.split("_")[0])
+    if not mods:
+        return [deb]
+    found = sorted(deb.parent.glob(f"{mods}_*.deb"))
+    return [deb, found[-1]] if found else None
+
+
+def _download(dl: Path, packages: Sequence[str], apt_opts: Sequence[str]) -> None:
+    """``apt-get download`` ``packages`` into ``dl`` (no root needed, nothing installed)."""
+    log(f"downloading {' '.join(packages)}")
+    subprocess.run(["apt-get", *apt_opts, "download", "-q", *packages], cwd=dl, check=True,
+                   capture_output=True, text=True, timeout=900)
+
+
+def _fetch_kernel_deb(cache: Path, gen: Generation) -> tuple[str, list[Path]]:
+    """Return (package name, its .debs: the image's, then the modules' where apart),
+    downloading with ``apt-get download`` when needed.
+
+    A generation from a suite the host lacks is taken from the cache when there, without
+    asking the network (delete ``<cache>/dl`` to pick a newer one)."""
     dl = cache / "dl"
     dl.mkdir(parents=True, exist_ok=True)
     pin = os.environ.get(gen.pin_env, "")
     if pin.endswith(".deb"):
-        return Path(pin).name.split("_")[0], Path(pin).resolve()
-    try:
-        pkg = _pick_kernel_package(gen)
-    except RealKernelUnavailable:
+        debs = _with_modules(Path(pin).resolve(), gen)
+        if debs is None:
+            raise RealKernelUnavailable(
+                f"{pin}: the modules' package {gen.modules_of(Path(pin).name.split('_')[0])} "
+                "must lie beside it")
+        return Path(pin).name.split("_")[0], debs
+    if gen.suite and not pin:
         cached = _cached_kernels(cache, gen)
         if cached:
-            return cached[0].name.split("_")[0], cached[0]
-        raise
+            return cached[0].name.split("_")[0], _with_modules(cached[0], gen) or []
+    with contextlib.ExitStack() as stack:
+        opts: list[str] = []
+        if gen.suite:
+            try:
+                opts = stack.enter_context(_private_apt(cache, gen.suite))
+            except RealKernelUnavailable as exc:
+                raise RealKernelUnavailable(f"Debian {gen.suite} unreachable: {exc}") from exc
+        try:
+            pkg = _pick_kernel_package(gen, opts)
+        except RealKernelUnavailable:
+            cached = _cached_kernels(cache, gen)
+            if cached:
+                return cached[0].name.split("_")[0], _with_modules(cached[0], gen) or []
+            raise
+        wanted = [pkg] + ([gen.modules_of(pkg)] if gen.modules_of(pkg) else [])
+        have = sorted(dl.glob(f"{pkg}_*.deb"))
+        if have and _with_modules(have[-1], gen) is not None:
+            return pkg, _with_modules(have[-1], gen) or []
+        try:
+            _download(dl, wanted, opts)
+        except (OSError, subprocess.SubprocessError) as exc:
+            cached = [] if pin else _cached_kernels(cache, gen)  # a pin is never swapped
+            if cached:
+                log(f"apt-get download {pkg} failed ({exc}); using cached {cached[0].name}")
+                return cached[0].name.split("_")[0], _with_modules(cached[0], gen) or []
+            detail = getattr(exc, "stderr", "") or ""
+            raise RealKernelUnavailable(f"apt-get download {pkg} failed: {exc} {detail}") \
+                from exc
     have = sorted(dl.glob(f"{pkg}_*.deb"))
-    if have:
-        return pkg, have[-1]
-    log(f"downloading {pkg}")
-    try:
-        # apt-get download writes into the cwd; it needs no root.
-        subprocess.run(["apt-get", "download", "-q", pkg], cwd=dl, check=True,
-                       capture_output=True, text=True, timeout=600)
-    except (OSError, subprocess.SubprocessError) as exc:
-        cached = [] if pin else _cached_kernels(cache, gen)  # a pinned kernel is never swapped
-        if cached:
-            log(f"apt-get download {pkg} failed ({exc}); using cached {cached[0].name}")
-            return cached[0].name.split("_")[0], cached[0]
-        detail = getattr(exc, "stderr", "") or ""
-        raise RealKernelUnavailable(f"apt-get download {pkg} failed: {exc} {detail}") from exc
-    have = sorted(dl.glob(f"{pkg}_*.deb"))
-    if not have:
-        raise RealKernelUnavailable(f"apt-get download {pkg} produced no .deb in {dl}")
-    return pkg, have[-1]
+    debs = _with_modules(have[-1], gen) if have else None
+    if not debs:
+        raise RealKernelUnavailable(f"apt-get download {' '.join(wanted)} left no .deb in {dl}")
+    return pkg, debs
 
 
-def _extract_kernel(deb: Path, dest: Path) -> str:
-    """Unpack vmlinuz and the needed modules of ``deb`` into ``dest``; return the release."""
+#: where a kernel package keeps its image: ``boot/vmlinuz-<release>`` (5.10, 6.1, 6.12) or
+#: ``usr/lib/modules/<release>/vmlinuz.unsigned`` (7.3's linux-binary-unsigned-*)
+_IMAGE_PATHS = (re.compile(r"^boot/vmlinuz-(?P<release>[^/]+)$"),
+                re.compile(r"^(?:usr/)?lib/modules/(?P<release>[^/]+)/vmlinuz(?:\.unsigned)?$"))
+
+
+def _extract_kernel(debs: Sequence[Path], dest: Path) -> str:
+    """Unpack the image and the needed modules of ``debs`` into ``dest``; return the release.
+
+    Modules of MODULES a package lacks are taken as built in (7.3: virtio, virtio_ring and
+    virtio_pci are ``=y``, fscache is part of netfs); ``missing-modules.txt`` lists them.
+    """
     dest.mkdir(parents=True, exist_ok=True)
-    fsys = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
-    assert fsys.stdout is not None
     release = ""
-    wanted = {f"{m}.ko" for m in MODULES} | {f"{m}.ko.xz" for m in MODULES}
-    wanted |= {f"{m}.ko.zst" for m in MODULES}
-    with tarfile.open(fileobj=fsys.stdout, mode="r|") as tar:
-        for member in tar:
-            name = member.name.lstrip("./")
-            if not member.isfile():
-                continue
-            base = name.rsplit("/", 1)[-1]
-            if name.startswith("boot/vmlinuz-"):
-                release = base[len("vmlinuz-"):]
-                target = dest / "vmlinuz"
-            elif name.startswith("lib/modules/") and (base in wanted or base == "modules.builtin"):
-                target = dest / "modules" / base
-            else:
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fh = tar.extractfile(member)
-            assert fh is not None
-            target.write_bytes(fh.read())
-    if fsys.wait() != 0:
-        raise RealKernelUnavailable(f"dpkg-deb --fsys-tarfile {deb} failed")
+    wanted = {f"{m}{suffix}" for m in MODULES for suffix in (".ko", ".ko.xz", ".ko.zst")}
+    for deb in debs:
+        fsys = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)],
+                                stdout=subprocess.PIPE)
+        assert fsys.stdout is not None
+        with tarfile.open(fileobj=fsys.stdout, mode="r|") as tar:
+            for member in tar:
+                name = member.name.lstrip("./")
+                if not member.isfile():
+                    continue
+                base = name.rsplit("/", 1)[-1]
+                image = next((m for m in (r.match(name) for r in _IMAGE_PATHS) if m), None)
+                if image is not None:
+                    release = image.group("release")
+                    target = dest / "vmlinuz"
+                elif re.match(r"^(?:usr/)?lib/modules/", name) and (
+                        base in wanted or base == "modules.builtin"):
+                    target = dest / "modules" / base
+                else:
+                    continue
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fh = tar.extractfile(member)
+                assert fh is not None
+                target.write_bytes(fh.read())
+        if fsys.wait() != 0:
+            raise RealKernelUnavailable(f"dpkg-deb --fsys-tarfile {deb} failed")
     if not release:
-        raise RealKernelUnavailable(f"{deb} has no boot/vmlinuz-*")
+        raise RealKernelUnavailable(f"{' '.join(map(str, debs))}: no kernel image (boot/vmlinuz-*"
+                                    " or usr/lib/modules/*/vmlinuz.unsigned)")
+    have = {p.name.split(".ko")[0] for p in (dest / "modules").glob("*.ko*")}
+    (dest / "missing-modules.txt").write_text(
+        "".join(f"{m}\n" for m in MODULES if m not in have))
     return release
 
 
@@ -709,7 +868,7 @@ def _build_workload(cache: Path) -> Path:
 
 
 def ensure_assets(generation: str = DEFAULT_GENERATION) -> Assets:
-    """Make sure QEMU, busybox, numactl, the kernel of ``generation`` (``6.1``, ``6.12``),
+    """Make sure QEMU, busybox, numactl, the kernel of ``generation`` (a GENERATIONS key),
     vmlinux, initramfs and workload exist.
 
     Idempotent: installs only what is missing and reuses the cache. Returns the Assets.
@@ -740,17 +899,17 @@ def ensure_assets(generation: str = DEFAULT_GENERATION) -> Assets:
             notes.append(f"apt installed {' '.join(installed)}")
         qemu = shutil.which("qemu-system-x86_64")
         assert qemu is not None
-        pkg, deb = _fetch_kernel_deb(cache, gen)
-        kdir = cache / "kernel" / deb.stem
+        pkg, debs = _fetch_kernel_deb(cache, gen)
+        kdir = cache / "kernel" / debs[0].stem
         stamp = kdir / "stamp.json"
         meta: dict[str, object] = {}
         if stamp.exists():
             meta = json.loads(stamp.read_text())
         if meta.get("format") != ASSET_FORMAT:
-            log(f"extracting {deb.name}")
+            log(f"extracting {' '.join(d.name for d in debs)}")
             if kdir.exists():
                 shutil.rmtree(kdir)
-            release = _extract_kernel(deb, kdir)
+            release = _extract_kernel(debs, kdir)
             has_elf = extract_vmlinux(kdir / "vmlinuz", kdir / "vmlinux")
             _build_initramfs(kdir, kdir / "initramfs.gz")
             meta = {"format": ASSET_FORMAT, "release": release, "package": pkg,
@@ -1059,3 +1218,104 @@ def run_scenarios(
     )
     return boot(layout, script, timeout=timeout, results=results, assets=assets,
                 files={"plan.json": json.dumps(plan, indent=1)})
+
+
+# ----------------------------------------------------------------------------------------
+# What a guest kernel offers (detected in the guest, never inferred from a version number)
+# ----------------------------------------------------------------------------------------
+
+#: feature -> what a test that needs it says when the kernel lacks it
+FEATURES: dict[str, str] = {
+    "damon_sysfs": "no DAMON sysfs interface (/sys/kernel/mm/damon/admin/kdamonds absent)",
+    "weighted_interleave": "no weighted interleave (/sys/kernel/mm/mempolicy/"
+                           "weighted_interleave absent)",
+    "memory_tiers": "no memory tiers (/sys/devices/virtual/memory_tiering absent)",
+    "balancing_mode_2": "numa_balancing mode 2 (memory tiering) refused by the kernel",
+    "mpol_preferred_many": "set_mempolicy(MPOL_PREFERRED_MANY) refused (EINVAL)",
+    "pagemap_scan": "no PAGEMAP_SCAN ioctl on /proc/PID/pagemap (ENOTTY)",
+    "procmap_query": "no PROCMAP_QUERY ioctl on /proc/PID/maps (ENOTTY)",
+    "node_reclaim_counters": "no pgscan/pgsteal/pgrefill in the node vmstat files",
+    "sched_numa": "no NUMA lines in /proc/PID/sched",
+    "damon_stat": "no DAMON_STAT module running a kdamond of its own",
+}
+
+_PROBE = r"""
+import ctypes, errno, fcntl, json, os
+
+def read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+def ioctl_known(path, request):
+    # a zeroed argument (size 0) is refused with EINVAL where the ioctl exists, ENOTTY where not
+    with open(path, "rb") as fh:
+        try:
+            fcntl.ioctl(fh, request, bytearray(128))
+        except OSError as exc:
+            return exc.errno != errno.ENOTTY
+    return True
+
+f = {}
+f["damon_sysfs"] = os.path.isdir("/sys/kernel/mm/damon/admin/kdamonds")
+f["damon_stat"] = read("/sys/module/damon_stat/parameters/enabled").strip() == "Y"
+f["weighted_interleave"] = os.path.isdir("/sys/kernel/mm/mempolicy/weighted_interleave")
+f["memory_tiers"] = os.path.isdir("/sys/devices/virtual/memory_tiering")
+try:
+    with open("/proc/sys/kernel/numa_balancing", "w") as fh:
+        fh.write("2")
+    f["balancing_mode_2"] = read("/proc/sys/kernel/numa_balancing").strip() == "2"
+except OSError:
+    f["balancing_mode_2"] = False
+with open("/proc/sys/kernel/numa_balancing", "w") as fh:
+    fh.write("0")
+libc = ctypes.CDLL(None, use_errno=True)
+mask = ctypes.c_ulong(1)
+f["mpol_preferred_many"] = libc.syscall(238, 5, ctypes.byref(mask), ctypes.c_ulong(64)) == 0
+libc.syscall(238, 0, None, ctypes.c_ulong(0))
+f["pagemap_scan"] = ioctl_known("/proc/self/pagemap", (3 << 30) | (96 << 16) | (0x66 << 8) | 16)
+f["procmap_query"] = ioctl_known("/proc/self/maps", (3 << 30) | (104 << 16) | (0x66 << 8) | 17)
+f["node_reclaim_counters"] = "pgscan_kswapd" in read(
+    "/sys/devices/system/node/node0/vmstat").split()
+f["sched_numa"] = "numa_pages_migrated" in read("/proc/self/sched")
+f["release"] = os.uname().release
+with open("/tmp/rkio/features.json", "w") as fh:
+    json.dump(f, fh, indent=1, sort_keys=True)
+"""
+
+
+def kernel_features(assets: Assets) -> dict[str, object]:
+    """Return what the guest kernel of ``assets`` offers (FEATURES keys -> bool, and its
+    ``release``), probed in one boot of the 2-node guest and kept beside the kernel's assets
+    (the answer of an image never changes). Raises RealKernelUnavailable when it cannot boot.
+    """
+    kdir = assets.vmlinuz.parent
+    cached = kdir / f"features-{ASSET_FORMAT}.json"
+    with _locked(assets.cache / ".lock-features"):
+        if cached.exists():
+            return dict(json.loads(cached.read_text()))
+        out = Path(tempfile.mkdtemp(prefix="realkernel-features-"))
+        try:
+            r = boot("2node", "/usr/bin/python3 /tmp/rkio/probe.py\n", timeout=180,
+                     results=out, assets=assets, files={"probe.py": _PROBE})
+            got = out / "features.json"
+            if not r.ok or not got.exists():
+                raise RealKernelUnavailable(
+                    f"feature probe on {assets.kernel_release} failed (rc={r.rc}): "
+                    f"{r.job_log[-1500:]}")
+            shutil.copyfile(got, cached)
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+        return dict(json.loads(cached.read_text()))
+
+
+def missing_feature(assets: Assets, *needed: str) -> str:
+    """Return why the guest kernel of ``assets`` cannot run a test needing ``needed`` (the
+    first absent feature's FEATURES line, with the release), or "" when it offers them all."""
+    have = kernel_features(assets)
+    for name in needed:
+        if not have.get(name):
+            return f"kernel {assets.kernel_release}: {FEATURES[name]}"
+    return ""

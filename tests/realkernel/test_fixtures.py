@@ -23,7 +23,10 @@ from .results import MiB, close, numa_maps_node_bytes, numastat_by_pid_mib
 BASE = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURES = BASE / "realkernel"
 # case names are relative to BASE: "realkernel/<scenario>", "realkernel-6.12/<scenario>"
-CASES = sorted(f"{d.parent.name}/{d.name}" for top in ("realkernel", "realkernel-6.12")
+#: the capture folder of each kernel generation (6.1 the full set, the others three scenarios)
+TOPS = {"5.10": "realkernel-5.10", "6.1": "realkernel", "6.12": "realkernel-6.12",
+        "7.3": "realkernel-7.3"}
+CASES = sorted(f"{d.parent.name}/{d.name}" for top in TOPS.values()
                for d in (BASE / top).glob("*") if (d / "expected.json").is_file())
 
 
@@ -32,13 +35,14 @@ def _expected(case: str) -> dict[str, Any]:
 
 
 def test_fixture_roots_exist() -> None:
-    """tools/refresh-fixtures has been run for both kernels (the roots are committed)."""
+    """tools/refresh-fixtures has been run for every kernel (the roots are committed)."""
     old = [c for c in CASES if c.startswith("realkernel/")]
-    new = [c for c in CASES if c.startswith("realkernel-6.12/")]
     assert len(old) >= 8, f"expected real-kernel fixture roots in {FIXTURES}, found {old}"
-    assert len(new) >= 3, f"expected 6.12 fixture roots, found {new}"
-    for case in new:
-        assert _expected(case)["kernel"].startswith("6.12."), case
+    for generation in ("5.10", "6.12", "7.3"):
+        new = [c for c in CASES if c.startswith(f"{TOPS[generation]}/")]
+        assert len(new) >= 3, f"expected {generation} fixture roots, found {new}"
+        for case in new:
+            assert _expected(case)["kernel"].startswith(f"{generation}."), case
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -97,27 +101,40 @@ def test_inspect_reports_kernel_bytes_and_ratio(case: str) -> None:
     assert lo <= ratio <= hi, f"{case}: remote_ratio {ratio} not in [{lo}, {hi}]"
 
 
+#: vmstat NUMA counters (numa_*, pgmigrate_*, thp_migration_*, pgpromote_*, pgdemote_*) each
+#: generation prints beyond 6.1's, and those of 6.1 it lacks, read off the captures: 5.10
+#: predates memory tiering (5.18) and demotion counters; 6.12 adds khugepaged's demotions;
+#: 7.3 adds proactive reclaim's demotions and the promotion candidates that ignore the rate
+#: limit (pgpromote_candidate_nrl)
+NUMA_KEYS_VS_61 = {
+    "5.10": (set(), {"pgdemote_direct", "pgdemote_kswapd", "pgpromote_candidate",
+                     "pgpromote_success"}),
+    "6.1": (set(), set()),
+    "6.12": ({"pgdemote_khugepaged"}, set()),
+    "7.3": ({"pgdemote_khugepaged", "pgdemote_proactive", "pgpromote_candidate_nrl"}, set()),
+}
+
+
 @pytest.mark.parametrize("scenario", ["membind_remote", "interleave", "balancing_on"])
-def test_both_generations_print_the_numa_lines_the_exporter_reads(scenario: str) -> None:
-    """The captures of the same scenario on 6.1 and 6.12: the vmstat NUMA counters the
-    exporter exports keep their names (6.12 adds pgdemote_khugepaged), every task's sched has
-    the NUMA lines parsed the same way, and numa_maps parses without an error on both."""
+def test_every_generation_prints_the_numa_lines_the_exporter_reads(scenario: str) -> None:
+    """The captures of the same scenario on 5.10, 6.1, 6.12 and 7.3: the vmstat NUMA counters
+    the exporter exports keep their names (each generation adds or lacks only the ones listed
+    above), every task's sched has the NUMA lines parsed the same way, numa_maps parses
+    without an error and its bytes per node match the capture's, and the node vmstat and
+    numastat files parse."""
     from numa_exporter.parsers.numa_maps import parse_numa_maps
     from numa_exporter.parsers.pid_sched import parse_pid_sched
     from numa_exporter.parsers.vmstat import parse_vmstat
 
-    roots = {k: BASE / top / scenario for k, top in (("6.1", "realkernel"),
-                                                     ("6.12", "realkernel-6.12"))}
+    roots = {k: BASE / top / scenario for k, top in TOPS.items()}
     numa = {k: set(parse_vmstat((r / "proc/vmstat").read_bytes()).numa_counters())
             for k, r in roots.items()}
-    # the same names, but for the demotion counter 6.12 added (khugepaged demotes too)
-    assert numa["6.1"] and numa["6.12"] - numa["6.1"] == {"pgdemote_khugepaged"}
-    assert numa["6.1"] <= numa["6.12"], numa["6.1"] - numa["6.12"]
-    keys = {k: set(parse_vmstat((r / "proc/vmstat").read_bytes()).values)
-            for k, r in roots.items()}
-    assert keys["6.1"] < keys["6.12"]  # 6.12 adds keys (pgdemote_khugepaged, ...)
+    for k in roots:
+        added, lacking = NUMA_KEYS_VS_61[k]
+        assert numa[k] - numa["6.1"] == added and numa["6.1"] - numa[k] == lacking, k
     for k, r in roots.items():
-        pid = _expected(f"{r.parent.name}/{scenario}")["pid"]
+        case = f"{r.parent.name}/{scenario}"
+        pid = _expected(case)["pid"]
         for sched in (r / "proc" / str(pid) / "task").glob("*/sched"):
             got = parse_pid_sched(sched.read_bytes())
             assert got.error_count == 0 and got.numa_format != "absent", (k, sched)
@@ -125,3 +142,28 @@ def test_both_generations_print_the_numa_lines_the_exporter_reads(scenario: str)
         maps = (r / "proc" / str(pid) / "numa_maps").read_bytes()
         parsed = parse_numa_maps(maps.splitlines(keepends=True))
         assert parsed.error_count == 0 and parsed.mappings > 0, k
+        for node in (0, 1):
+            for name in ("vmstat", "numastat"):
+                got_v = parse_vmstat((r / f"sys/devices/system/node/node{node}/{name}")
+                                     .read_bytes())
+                assert got_v.values and got_v.error_count == 0, (k, node, name)
+
+
+def test_vmstat_families_stay_within_the_series_budget_on_every_generation() -> None:
+    """The pattern families one per vmstat field (numa_vmstat_<field>_total) and per node
+    vmstat promotion/demotion field (numa_node_vmstat_<field>_total) stay within the bounds
+    the series budget gives them on every captured kernel (7.3 prints 23 and 7 such fields,
+    6.12 21 and 5)."""
+    from numa_exporter.collectors.tiers import NODE_VMSTAT
+    from numa_exporter.collectors.vmstat import FIELD
+    from numa_exporter.parsers.vmstat import parse_vmstat
+    from numa_exporter.readers.tiers import NODE_VMSTAT_PREFIXES
+
+    bound = dict(FIELD.bounds)["<field>"], dict(NODE_VMSTAT.bounds)["<field>"]
+    for k, top in TOPS.items():
+        r = BASE / top / "membind_remote"
+        fields = len(parse_vmstat((r / "proc/vmstat").read_bytes()).numa_counters())
+        node = {f for f in parse_vmstat((r / "sys/devices/system/node/node0/vmstat")
+                                        .read_bytes()).values
+                if f.startswith(NODE_VMSTAT_PREFIXES)}
+        assert fields <= bound[0] and len(node) <= bound[1], (k, fields, sorted(node), bound)

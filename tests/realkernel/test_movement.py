@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from . import guest as harness
-from .conftest import exporter_command
+from .conftest import exporter_command, guest_assets
 from .results import Exposition, MiB, numa_maps_node_bytes
 
 pytestmark = pytest.mark.realkernel
@@ -45,19 +44,13 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         ) -> tuple[Path, dict[str, Any]]:
     """Boot the 4-node guest once per kernel generation; return the results folder and the
     summary."""
-    if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
-        pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
     generation = str(request.param)
     state = _RUN.setdefault(generation, {})
     if "failed" in state:
         pytest.fail(state["failed"])
     if "done" in state:
         return state["done"]  # type: ignore[no-any-return]
-    try:
-        assets = harness.ensure_assets(generation)
-    except harness.RealKernelUnavailable as exc:
-        print(f"REAL-KERNEL TESTS SKIPPED: {exc}", file=sys.__stderr__, flush=True)
-        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: cannot prepare the QEMU guest: {exc}")
+    assets = guest_assets("movement", generation)
     keep = os.environ.get("NUMA_REALKERNEL_RESULTS")
     base = Path(keep).resolve() if keep else tmp_path_factory.mktemp("realkernel-movement")
     path = base / f"movement-4node-{generation}"

@@ -51,7 +51,7 @@ from typing import Any
 import pytest
 
 from . import guest as harness
-from .conftest import exporter_command
+from .conftest import exporter_command, guest_assets
 from .results import Exposition, MiB, numa_maps_node_bytes
 
 pytestmark = pytest.mark.realkernel
@@ -106,18 +106,16 @@ class Run:
 @pytest.fixture(scope="module", params=list(harness.GENERATIONS))
 def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Run:
     """Boot the 2-node guest once per kernel generation; return what it left."""
-    if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
-        pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
     generation = str(request.param)
     state = _RUN.setdefault(generation, {})
     if "failed" in state:
         pytest.fail(state["failed"])
     if "done" in state:
         return state["done"]  # type: ignore[no-any-return]
+    assets = guest_assets("threads_guest", generation)
     try:
-        assets = harness.ensure_assets(generation)
         binary = _build(assets.cache)
-    except (harness.RealKernelUnavailable, subprocess.CalledProcessError) as exc:
+    except subprocess.CalledProcessError as exc:
         print(f"REAL-KERNEL TESTS SKIPPED: {exc}", file=sys.__stderr__, flush=True)
         pytest.skip(f"REAL-KERNEL TESTS SKIPPED: cannot prepare the QEMU guest: {exc}")
     keep = os.environ.get("NUMA_REALKERNEL_RESULTS")

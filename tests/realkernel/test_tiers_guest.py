@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from . import guest as harness
+from .conftest import guest_assets
 from .results import Exposition, MiB, numa_maps_node_bytes
 
 pytestmark = pytest.mark.realkernel
@@ -147,16 +148,16 @@ class TierRun:
         return out
 
 
-@pytest.fixture(scope="module")
-def tiers_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TierRun]:
-    """Boot the tiers guest once and run the job; skip loudly when QEMU cannot run it."""
-    try:
-        assets = harness.ensure_assets()
-    except harness.RealKernelUnavailable as exc:
-        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: {exc}")
+@pytest.fixture(scope="module", params=list(harness.GENERATIONS))
+def tiers_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+              ) -> Iterator[TierRun]:
+    """Boot the tiers guest once per kernel generation with memory tiers and run the job;
+    skip (saying why) where the kernel lacks them, loudly when QEMU cannot run it."""
+    kernel = str(request.param)
+    assets = guest_assets("tiers_guest", kernel, "memory_tiers")
     keep = os.environ.get("NUMA_REALKERNEL_RESULTS")
-    results = (Path(keep).resolve() / "tiers-guest" if keep
-               else tmp_path_factory.mktemp("tiers-guest"))
+    name = "tiers-guest" if kernel == harness.DEFAULT_GENERATION else f"tiers-guest-{kernel}"
+    results = (Path(keep).resolve() / name if keep else tmp_path_factory.mktemp(name))
     results.mkdir(parents=True, exist_ok=True)
     boot = harness.boot("tiers", _script(sys.executable), timeout=TIMEOUT_S, results=results,
                         assets=assets, files={"workload_path": str(assets.workload)})

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from . import guest as harness
+from .conftest import guest_assets
 from .results import Exposition
 
 pytestmark = pytest.mark.realkernel
@@ -61,23 +62,21 @@ echo done > $O/DONE
 """
 
 
-@pytest.fixture(scope="module")
-def out(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Boot the 6.12 guest once and run the job; skip loudly when QEMU cannot run it."""
-    if os.environ.get("NUMA_REALKERNEL_SKIP") == "1":
-        pytest.skip("real-kernel tier disabled by NUMA_REALKERNEL_SKIP=1")
-    try:
-        assets = harness.ensure_assets("6.12")
-    except harness.RealKernelUnavailable as exc:
-        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: {exc}")
+@pytest.fixture(scope="module", params=list(harness.GENERATIONS))
+def out(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+        ) -> Iterator[Path]:
+    """Boot the guest once per kernel generation with weighted interleave and run the job;
+    skip (saying why) where the kernel lacks it, loudly when QEMU cannot run it."""
+    kernel = str(request.param)
+    assets = guest_assets("weighted_guest", kernel, "weighted_interleave")
     keep = os.environ.get("NUMA_REALKERNEL_RESULTS")
-    results = (Path(keep).resolve() / "weighted-guest" if keep
-               else tmp_path_factory.mktemp("weighted-guest"))
+    results = (Path(keep).resolve() / f"weighted-guest-{kernel}" if keep
+               else tmp_path_factory.mktemp(f"weighted-guest-{kernel}"))
     results.mkdir(parents=True, exist_ok=True)
     boot = harness.boot("2node", _script(sys.executable), timeout=TIMEOUT_S, results=results,
                         assets=assets)
     if boot.userland_s is None:
-        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: the 6.12 guest never reached userland "
+        pytest.skip(f"REAL-KERNEL TESTS SKIPPED: the {kernel} guest never reached userland "
                     f"({'; '.join(boot.attempts)})")
     o = results / "out"
     if not (o / "DONE").exists():
@@ -102,11 +101,19 @@ def _kernel_deviation(numa_maps: str) -> float:
 
 
 def test_weighted_boot_weights_and_the_written_ones(out: Path) -> None:
-    assert (out / "weights.boot").read_text().split("\n")[:2] == ["node0 1", "node1 1"]
+    """Boot weights 1:1 (QEMU gives no HMAT bandwidth here), 3:1 once written. A kernel with
+    the ``auto`` file (6.16+, detected by its presence at boot: 7.3, not 6.12) starts with
+    ``auto true`` and switches it off when a weight is written: auto then reads 0."""
+    boot = dict(line.split(" ", 1) for line in (out / "weights.boot").read_text().splitlines())
+    assert (boot["node0"], boot["node1"]) == ("1", "1"), boot
     e = Exposition((out / "m.prom").read_text())
     assert e.value("numa_node_weighted_interleave_weight", node="0") == 3
     assert e.value("numa_node_weighted_interleave_weight", node="1") == 1
-    assert e.value("numa_weighted_interleave_auto") is None  # 6.12 has no auto file
+    if "auto" in boot:
+        assert boot["auto"] == "true", boot
+        assert e.value("numa_weighted_interleave_auto") == 0  # off once a weight is written
+    else:
+        assert e.value("numa_weighted_interleave_auto") is None  # no auto file
 
 
 def test_weighted_split_conforms_when_set_first(out: Path) -> None:

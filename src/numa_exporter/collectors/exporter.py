@@ -81,10 +81,18 @@ EVIDENCE_DISAGREEMENTS = MetricSpec(
     "numa_exporter_change_evidence_disagreements_total", "counter",
     "Verifications whose full read differed from the placement the change evidence kept "
     "(the process's own counters unchanged across the read): the evidence missed a change.")
+KERNEL_FEATURE = MetricSpec(
+    "numa_exporter_kernel_feature_available", "gauge",
+    "1 where the kernel offers the feature, 0 where it was found absent at start (the "
+    "families that need it are then absent; the start log says which): memory_tiers, "
+    "balancing_tiering, damon_sysfs, preferred_many, pagemap_scan, procmap_query, "
+    "weighted_interleave, node_reclaim. Features that cannot be told (ioctls and mbind on a "
+    "procfs root that is not the live one) are not reported.",
+    ("feature",), bounds=(("feature", 8),))
 
 SPECS = (BUILD, SCAN_DURATION, SCAN_INTERVAL, SCAN_BUDGET, LAST_SCAN, SCANS, PROCESSES,
          BUDGET_SKIPPED, PARSE_ERRORS, READ_ERRORS, PROCESS_READ_DURATION, SCAN_STAGE,
-         PLACEMENT_SKIPPED, EVIDENCE_VERIFICATIONS, EVIDENCE_DISAGREEMENTS)
+         PLACEMENT_SKIPPED, EVIDENCE_VERIFICATIONS, EVIDENCE_DISAGREEMENTS, KERNEL_FEATURE)
 
 
 def read_time_family(times: ReadTimes) -> Metric:
@@ -102,7 +110,8 @@ def _le(bound: float) -> str:
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
-    """Yield the exporter's own families: build, timing, outcomes, errors, read times."""
+    """Yield the exporter's own families: build, timing, outcomes, errors, read times,
+    kernel features."""
     st = snap.stats
     f = family(BUILD)
     f.add_metric([__version__, platform.python_version()], 1)
@@ -143,6 +152,10 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
         f = family(spec)
         f.add_metric([], value)
         yield f
+    f = family(KERNEL_FEATURE)
+    for name, offered in st.kernel_features:
+        f.add_metric([name], 1 if offered else 0)
+    yield f
 
 
 COLLECTOR = CollectorDef(

@@ -8,6 +8,8 @@ from prometheus_client.core import Metric
 
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.readers.node_reclaim import RECLAIMED as RECLAIMED_FIELDS
+from numa_exporter.readers.node_reclaim import REFILL, SCANNED
 
 from .base import CollectorDef
 from .families import family
@@ -61,7 +63,24 @@ WI_AUTO = MetricSpec(
     "1 when the kernel sets the weighted interleave weights from the firmware's bandwidth "
     "figures, else 0 (/sys/kernel/mm/mempolicy/weighted_interleave/auto; 6.16+).", ())
 
-SPECS = (MEMORY, *NUMASTAT.values(), CPUS, DISTANCE, HUGEPAGES, WI_WEIGHT, WI_AUTO)
+_RECLAIM = "/sys/devices/system/node/node<N>/vmstat; 7.1+, absent on older kernels"
+RECLAIM_SCANNED = MetricSpec(
+    "numa_node_reclaim_scanned_pages_total", "counter",
+    "Pages of the node that reclaim scanned, by reclaimer: kswapd, direct (an allocating "
+    f"task), khugepaged, proactive (memory.reclaim) (pgscan_<reclaimer> in {_RECLAIM}).",
+    ("node", "reclaimer"), bounds=(("node", "nodes"), ("reclaimer", 4)))
+RECLAIMED = MetricSpec(
+    "numa_node_reclaimed_pages_total", "counter",
+    "Pages of the node that reclaim freed, by reclaimer (pgsteal_<reclaimer> in "
+    f"{_RECLAIM}).",
+    ("node", "reclaimer"), bounds=(("node", "nodes"), ("reclaimer", 4)))
+RECLAIM_REFILL = MetricSpec(
+    "numa_node_reclaim_refill_pages_total", "counter",
+    "Pages of the node's active LRU lists that reclaim scanned to refill the inactive ones "
+    f"(pgrefill in {_RECLAIM}).", ("node",))
+
+SPECS = (MEMORY, *NUMASTAT.values(), CPUS, DISTANCE, HUGEPAGES, WI_WEIGHT, WI_AUTO,
+         RECLAIM_SCANNED, RECLAIMED, RECLAIM_REFILL)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
@@ -97,6 +116,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
                 if hv is not None:
                     hp.add_metric([str(node), str(size), state], hv)
     yield hp
+    yield from _reclaim(sysm.node_reclaim)
     wi = sysm.weighted_interleave
     if wi is not None:  # absent before 6.9: no empty family
         weights = family(WI_WEIGHT)
@@ -109,6 +129,23 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             yield auto
 
 
+def _reclaim(counters: dict[int, dict[str, int]]) -> Iterator[Metric]:
+    """Yield the node reclaim families where the kernel prints them (none before 7.1)."""
+    if not counters:
+        return
+    scanned, reclaimed, refill = family(RECLAIM_SCANNED), family(RECLAIMED), \
+        family(RECLAIM_REFILL)
+    for node, fields in sorted(counters.items()):
+        for name, v in sorted(fields.items()):
+            if name in SCANNED:
+                scanned.add_metric([str(node), SCANNED[name]], v)
+            elif name in RECLAIMED_FIELDS:
+                reclaimed.add_metric([str(node), RECLAIMED_FIELDS[name]], v)
+            elif name == REFILL:
+                refill.add_metric([str(node)], v)
+    yield from (scanned, reclaimed, refill)
+
+
 COLLECTOR = CollectorDef(
     "node", "node memory, numastat page counters, CPUs, distances, huge pages, weighted "
-    "interleave weights", SPECS, emit)
+    "interleave weights, reclaim counters (7.1+)", SPECS, emit)

@@ -105,7 +105,7 @@ NODE_VMSTAT = MetricSpec(
     "numa_node_vmstat_<field>_total", "counter",
     "Kernel counter <field> of node<N>/vmstat (one family per pgpromote_* and pgdemote_* "
     "field the kernel prints: pages promoted to or demoted from the node's tier).",
-    ("node",), pattern=True, bounds=(("node", "nodes"), ("<field>", 5)))
+    ("node",), pattern=True, bounds=(("node", "nodes"), ("<field>", 7)))  # 7.3 (6.12: 5)
 
 PROCESS_SPECS = (HINT_FAULTS, FAULT_RATIO, THREAD_FAULT_RATIO, LOCALITY_BYTES, LOCALITY_RATIO,
                  TIER_BYTES, CPU_SPAN, MEMORY_SPAN)
@@ -116,6 +116,9 @@ SPECS = PROCESS_SPECS + NODE_SPECS
 def _processes(snap: Snapshot) -> Iterator[Metric]:
     faults, share, tshare, loc, ratio, tier, cspan, mspan = (
         family(s) for s in PROCESS_SPECS)
+    # bytes by tier only where the kernel has memory tiers (6.1+): before, every byte would
+    # read tier="none", which says "on a node in no tier" of a kernel that has no tiers
+    has_tiers = snap.system.tiers is not None and bool(snap.system.tiers.tiers.tiers)
     for p in snap.processes:
         t = p.tiers
         if t is None:
@@ -135,7 +138,7 @@ def _processes(snap: Snapshot) -> Iterator[Metric]:
                 ratio.add_metric([pid, view.accessor, place], view.ratio(place))
         for tid, b in sorted(t.bytes_by_tier.items()):
             tier.add_metric([pid, str(tid)], b)
-        if t.untiered_bytes:
+        if t.untiered_bytes and has_tiers:
             tier.add_metric([pid, "none"], t.untiered_bytes)
         if t.cpu_span is not None:
             cspan.add_metric([pid], t.cpu_span)

@@ -138,6 +138,8 @@ class SystemSample:
     # nodes with memory (has_memory), whatever collectors run; None where unknown
     memory_nodes: frozenset[int] | None = None
     node_vmstat: dict[int, dict[str, int]] = field(default_factory=dict)  # promote/demote
+    # pgscan_*, pgsteal_*, pgrefill of node<N>/vmstat (7.1+; node collector)
+    node_reclaim: dict[int, dict[str, int]] = field(default_factory=dict)
     demotion_enabled: bool | None = None
     weighted_interleave: InterleaveWeights | None = None  # 6.9+; node or binding collector
     # the host's counters of events that move pages (model/change_evidence.py); None: unread
@@ -188,6 +190,8 @@ class ExporterStats:
     placement_reads_skipped: dict[str, int] = field(default_factory=dict)
     evidence_verifications: int = 0
     evidence_disagreements: int = 0
+    # kernel features detected at start: (name, offered), the ones that could be told
+    kernel_features: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,13 @@ def read_system_tiers(proc: ProcFS, nodes: NodeSysFS, tiers: MemoryTierSysFS,
                        release=release)
 
 
+def tier_counters(values: dict[int, dict[str, int]]) -> dict[int, dict[str, int]]:
+    """Return node -> its promotion/demotion counters (``NODE_VMSTAT_PREFIXES``) of the
+    node vmstat ``values`` (every counter of each node, as read once per scan)."""
+    return {node: {k: v for k, v in fields.items() if k.startswith(NODE_VMSTAT_PREFIXES)}
+            for node, fields in values.items()}
+
+
 def read_node_vmstat(nodes: NodeSysFS, topology: Topology, errors: ErrorReporter
                      ) -> dict[int, dict[str, int]]:
     """Return node -> its promotion/demotion counters (``NODE_VMSTAT_PREFIXES``)."""

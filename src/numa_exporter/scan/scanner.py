@@ -40,7 +40,11 @@ from numa_exporter.readers.accelerator_use import AcceleratorMap
 from numa_exporter.readers.accelerators import AcceleratorSource
 from numa_exporter.readers.cgroups import read_cgroups
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.kernel_features import damon_stat_running
+from numa_exporter.readers.kernel_features import describe as describe_features
+from numa_exporter.readers.kernel_features import detect as detect_features
 from numa_exporter.readers.kubernetes import KubernetesReader
+from numa_exporter.readers.node_reclaim import read_node_vmstat_values, reclaim_counters
 from numa_exporter.readers.process_files import (
     read_live_thread,
     read_numa_maps,
@@ -52,6 +56,7 @@ from numa_exporter.readers.tiers import (
     read_demotion_enabled,
     read_node_vmstat,
     read_system_tiers,
+    tier_counters,
 )
 from numa_exporter.readers.weighted_interleave import read_weighted_interleave
 from numa_exporter.scan.damon import HotMemoryMonitor, join_hot
@@ -138,6 +143,23 @@ class Scanner:
                                     lambda: self.topology, self.proc, placement, sampled,
                                     clock, wall)
         self.refresh_topology()
+        self.kernel_features = self._detect_features()
+
+    def _detect_features(self) -> tuple[tuple[str, bool], ...]:
+        """Return the kernel features found at start, (name, offered) for each that could
+        be told; say them once in the log, the absent ones with what goes without them."""
+        try:
+            found = detect_features(self.proc, self.config.roots.sysfs)
+        except Exception as exc:  # a probe's bug must not stop the exporter
+            self.errors.bug("kernel_features", str(self.proc.root), exc)
+            return ()
+        log.info("kernel features", **describe_features(found))
+        if self.config.damon and damon_stat_running(self.config.roots.sysfs):
+            log.warning("DAMON_STAT's own kdamond runs (module damon_stat, enabled=Y): no "
+                        "kdamond of DAMON's sysfs interface can start while it does (EBUSY), "
+                        "so --collector.damon cannot monitor; the exporter leaves the module "
+                        "alone (echo N > /sys/module/damon_stat/parameters/enabled frees it)")
+        return tuple((n, v) for n, v in found.items() if v is not None)
 
     @property
     def config(self) -> Config:
@@ -188,12 +210,20 @@ class Scanner:
                     self.weights, self.errors))
             except Exception as exc:
                 self.errors.bug("weighted_interleave", str(self.weights.root), exc)
+        node_vm: dict[int, dict[str, int]] | None = None
+        if cfg.enabled("node") and dict(self.kernel_features).get("node_reclaim"):
+            try:  # one read of the node vmstat files serves the tiers collector too
+                node_vm = read_node_vmstat_values(self.nodes, self.topology, self.errors)
+                sample = replace(sample, node_reclaim=reclaim_counters(node_vm))
+            except Exception as exc:
+                self.errors.bug("node_reclaim", str(self.nodes.root), exc)
         if not cfg.enabled("tiers"):
             return sample
         try:
             return replace(sample, tiers=self.system_tiers,
-                           node_vmstat=read_node_vmstat(self.nodes, self.topology,
-                                                        self.errors),
+                           node_vmstat=(tier_counters(node_vm) if node_vm is not None else
+                                        read_node_vmstat(self.nodes, self.topology,
+                                                         self.errors)),
                            demotion_enabled=read_demotion_enabled(self.memory_tiers,
                                                                   self.errors))
         except Exception as exc:
@@ -478,6 +508,7 @@ class Scanner:
             placement_reads_skipped=dict(self.reader.evidence.skipped),
             evidence_verifications=self.reader.evidence.verified,
             evidence_disagreements=self.reader.evidence.disagreed,
+            kernel_features=self.kernel_features,
         )
 
 
