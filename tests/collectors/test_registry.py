@@ -120,7 +120,10 @@ def test_every_declared_family_is_emitted_on_some_fixture_root(tmp_path: Path) -
     # two_node with the weighted interleave files of 6.9+ kernels (6.16's auto included)
     weighted = weighted_root(tmp_path, {"node0": b"3\n", "node1": b"1\n", "auto": b"false\n"})
     seen: set[str] = set()
-    for root in ("two_node", "four_node", "inference", "grace_hopper", str(weighted)):
+    # Debian 7.3's capture: node reclaim counters in node<N>/vmstat (7.1+)
+    linux73 = Path(__file__).resolve().parents[1] / "fixtures/realkernel-7.3/membind_remote"
+    for root in ("two_node", "four_node", "inference", "grace_hopper", str(weighted),
+                 str(linux73)):
         cfg, snap = _scan(root)
         if root == "two_node":  # hot memory needs the damon worker (a QEMU guest's DAMON)
             snap = _with_hot(snap)
