@@ -8,7 +8,6 @@ import dataclasses
 import functools
 import json
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,6 @@ from numa_exporter.model import binding as binding_model
 from numa_exporter.model.snapshot import Snapshot
 from numa_exporter.readers.accelerator_use import accelerator_source
 from numa_exporter.scan.scanner import Scanner
-
-FIXTURES = ROOTS.parent
 
 # The switchable collectors, written out: a collector lost from the registry fails here.
 NAMES = {"process", "binding", "drift", "accelerator", "cgroup", "kubernetes", "vmstat", "node",
@@ -123,15 +120,11 @@ def test_every_declared_family_is_emitted_on_some_fixture_root(tmp_path: Path) -
 
     # two_node with the weighted interleave files of 6.9+ kernels (6.16's auto included)
     weighted = weighted_root(tmp_path, {"node0": b"3\n", "node1": b"1\n", "auto": b"false\n"})
-    # two_node with the node vmstat files of a 7.3 guest (per-node reclaim counters, 7.1+)
-    reclaim = tmp_path / "reclaim"
-    shutil.copytree(ROOTS / "two_node", reclaim, symlinks=True)
-    for node in (0, 1):
-        rel = f"sys/devices/system/node/node{node}/vmstat"
-        shutil.copyfile(FIXTURES / "realkernel-7.3" / "membind_remote" / rel, reclaim / rel)
     seen: set[str] = set()
+    # Debian 7.3's capture: node reclaim counters in node<N>/vmstat (7.1+)
+    linux73 = Path(__file__).resolve().parents[1] / "fixtures/realkernel-7.3/membind_remote"
     for root in ("two_node", "four_node", "inference", "grace_hopper", str(weighted),
-                 str(reclaim)):
+                 str(linux73)):
         cfg, snap = _scan(root)
         if root == "two_node":  # hot memory needs the damon worker (a QEMU guest's DAMON)
             snap = _with_hot(snap)

@@ -1232,6 +1232,7 @@ FEATURES: dict[str, str] = {
     "memory_tiers": "no memory tiers (/sys/devices/virtual/memory_tiering absent)",
     "balancing_mode_2": "numa_balancing mode 2 (memory tiering) refused by the kernel",
     "mpol_preferred_many": "set_mempolicy(MPOL_PREFERRED_MANY) refused (EINVAL)",
+    "mpol_f_numa_balancing": "set_mempolicy(MPOL_BIND | MPOL_F_NUMA_BALANCING) refused (EINVAL)",
     "pagemap_scan": "no PAGEMAP_SCAN ioctl on /proc/PID/pagemap (ENOTTY)",
     "procmap_query": "no PROCMAP_QUERY ioctl on /proc/PID/maps (ENOTTY)",
     "node_reclaim_counters": "no pgscan/pgsteal/pgrefill in the node vmstat files",
@@ -1239,6 +1240,7 @@ FEATURES: dict[str, str] = {
     "damon_stat": "no DAMON_STAT module running a kdamond of its own",
 }
 
+PROBE_VERSION = 2  # bump when _PROBE learns a feature: the cached answers are asked again
 _PROBE = r"""
 import ctypes, errno, fcntl, json, os
 
@@ -1275,6 +1277,9 @@ libc = ctypes.CDLL(None, use_errno=True)
 mask = ctypes.c_ulong(1)
 f["mpol_preferred_many"] = libc.syscall(238, 5, ctypes.byref(mask), ctypes.c_ulong(64)) == 0
 libc.syscall(238, 0, None, ctypes.c_ulong(0))
+f["mpol_f_numa_balancing"] = libc.syscall(238, 2 | (1 << 13), ctypes.byref(mask),
+                                          ctypes.c_ulong(64)) == 0
+libc.syscall(238, 0, None, ctypes.c_ulong(0))
 f["pagemap_scan"] = ioctl_known("/proc/self/pagemap", (3 << 30) | (96 << 16) | (0x66 << 8) | 16)
 f["procmap_query"] = ioctl_known("/proc/self/maps", (3 << 30) | (104 << 16) | (0x66 << 8) | 17)
 f["node_reclaim_counters"] = "pgscan_kswapd" in read(
@@ -1292,7 +1297,7 @@ def kernel_features(assets: Assets) -> dict[str, object]:
     (the answer of an image never changes). Raises RealKernelUnavailable when it cannot boot.
     """
     kdir = assets.vmlinuz.parent
-    cached = kdir / f"features-{ASSET_FORMAT}.json"
+    cached = kdir / f"features-{ASSET_FORMAT}-{PROBE_VERSION}.json"
     with _locked(assets.cache / ".lock-features"):
         if cached.exists():
             return dict(json.loads(cached.read_text()))

@@ -105,10 +105,17 @@ def test_balancing_off_nothing_moves(run: ScenarioRun, scenario: str) -> None:
     workload_pages = run.scenario.size_mib * MiB / 4096
     assert (vm[-1] or 0) - (vm[0] or 0) < 0.01 * workload_pages, (
         f"vmstat numa_pages_migrated moved by more than stray hinting faults: {vm}")
+    # The workload's own pages may take such a stray fault too (5.10: one page, the kernel's
+    # sched numa_pages_migrated 1 from before the first scrape): the exporter reports exactly
+    # what the kernel's sched says, and that stays a stray page or two, not a migration.
     proc = _series(run, PROC_MIGRATED, pid=pid)
-    assert proc == [0.0] * run.count, f"process pages migrated {proc}"
-    kernel_proc = [run.kernel(i).sched.get("numa_pages_migrated") for i in range(run.count)]
-    assert kernel_proc == [0] * run.count, f"kernel sched numa_pages_migrated {kernel_proc}"
+    for i, got in enumerate(proc):
+        lo = run.kernel(i, after=False).sched.get("numa_pages_migrated")
+        hi = run.kernel(i).sched.get("numa_pages_migrated")
+        assert lo is not None and hi is not None and got is not None
+        assert lo <= got <= hi, f"scrape {i}: exporter {got}, kernel sched {lo} -> {hi}"
+    last = run.kernel(-1).sched.get("numa_pages_migrated") or 0
+    assert last < 0.01 * workload_pages, f"kernel sched numa_pages_migrated {last}"
     ratios = [run.scrape(i).ratio(run.pid) for i in range(run.count)]
     assert all(r is not None and r >= 0.95 for r in ratios), ratios
 
