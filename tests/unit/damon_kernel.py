@@ -13,7 +13,9 @@ What is modelled (function names of mm/damon/sysfs.c):
   with the kernel's defaults (``damon_sysfs_context_add_dirs()`` ...).
 * ``state`` (``state_store()`` -> ``damon_sysfs_handle_cmd()``): ``on``
   (``damon_sysfs_turn_damon_on()``: EBUSY when running, EINVAL without exactly one context
-  or, vaddr, when a target pid does not exist); ``off`` (``damon_sysfs_turn_damon_off()``:
+  or, vaddr, when a target pid does not exist; ``exclusive_errno`` while another kdamond
+  started exclusively runs: ``damon_start()``'s EBUSY, as DAMON_STAT's from boot answers on
+  7.3, or EIO as measured on 6.12 with the modules); ``off`` (``damon_sysfs_turn_damon_off()``:
   EINVAL when never started); ``update_schemes_tried_regions`` (6.12: a request the kdamond
   serves after an aggregation interval, ECANCELED when it stops meanwhile; 6.18:
   ``damos_walk()``: EINVAL when not running, ECANCELED when stopped during the walk); any
@@ -69,6 +71,9 @@ class FakeDamon:
         self.alive: set[int] = set(alive)
         self.next_pid = 4242
         self.lock_held = False  # another writer holds damon_sysfs_lock
+        # a kernel DAMON module's exclusive kdamond runs (DAMON_STAT from boot): an ``on``
+        # fails with this errno (EBUSY; EIO) after its target was found; None: nothing runs
+        self.exclusive_errno: int | None = None
         # runs while an update_schemes_tried_regions waits (the aggregation interval)
         self.during_update: Callable[[int], None] | None = None
         self.writes: list[tuple[str, str]] = []  # (path under admin, value) as stored
@@ -192,6 +197,8 @@ class FakeDamon:
             ops = (self._dir(i) / "contexts/0/operations").read_text().strip()
             if ops == "vaddr" and self._target(i) not in self.alive:
                 raise OSError(errno.EINVAL, "Invalid argument")  # find_get_pid() failed
+            if self.exclusive_errno is not None:  # damon_start(): an exclusive ctx runs
+                raise OSError(self.exclusive_errno, os.strerror(self.exclusive_errno))
             k.running = k.started = True
             k.pid, self.next_pid = self.next_pid, self.next_pid + 1
         elif cmd == "off":

@@ -4,6 +4,7 @@ DAMON."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -514,3 +515,65 @@ def test_a_read_with_no_region_is_made_again_in_the_same_round(tmp_path: Path,
     kernel.updates = 0
     m.round()  # type: ignore[attr-defined]
     assert kernel.updates == 1  # a read with regions is not repeated
+
+
+# --- a start the kernel refuses: nothing of the exporter's is left behind ------------------
+
+@pytest.mark.parametrize(("err", "reason"), [(errno.EBUSY, "busy"), (errno.EIO, "error")])
+def test_a_refused_start_leaves_no_kdamond_of_its_own_and_a_retry_creates_it(
+        tmp_path: Path, kernel: FakeDamon, err: int, reason: str) -> None:
+    # DAMON_STAT's kdamond runs from boot (7.3: `on` answers EBUSY; 6.12's modules: EIO)
+    from numa_exporter.scan.damon import HotMemoryMonitor, Watched
+
+    kernel.exclusive_errno = err
+    m = HotMemoryMonitor(_driver(tmp_path), lambda pid: lambda a: [0] * len(a), 0.05)
+    m.want([Watched(1234, 10.0)])
+    assert m.step() > 1  # waits RETRY_S
+    assert m.status().state == reason and m.status().unavailable == {reason: 1}
+    # the kdamond it created and configured never ran: removed, nr_kdamonds as it found it
+    assert (kernel.kd / "nr_kdamonds").read_text() == "0\n" and kernel.kdamonds == []
+    assert not (kernel.kd / "0").exists()
+    state = json.loads((tmp_path / "run" / "damon.json").read_text())
+    assert state["nr_kdamonds"] == 0 and state["slots"] == [] and state["pids"] == {}
+    kernel.exclusive_errno = None  # `echo N > /sys/module/damon_stat/parameters/enabled`
+    kernel.set_regions(0, HOT)
+    m.step()
+    st = m.status()
+    assert st.state == "monitoring" and kernel.kdamonds[0].running
+    assert kernel._target(0) == 1234 and sum((st.hot or {})[1234].bytes_by_node.values()) > 0
+
+
+def test_a_refused_paddr_start_leaves_no_kdamond_of_its_own(tmp_path: Path,
+                                                            kernel: FakeDamon) -> None:
+    d = _driver(tmp_path, DamonSettings(mode="paddr"))
+    d.claim()
+    kernel.exclusive_errno = errno.EBUSY
+    with pytest.raises(DamonUnavailable) as got:
+        d.watch_physical(0, [(0, 128 * MiB)])
+    assert (kernel.kd / "nr_kdamonds").read_text() == "0\n" and d.slots == []
+    assert got.value.reason == "busy" and "removed" in str(got.value)
+    assert json.loads((tmp_path / "run" / "damon.json").read_text())["nr_kdamonds"] == 0
+
+
+def test_a_refused_start_leaves_nr_kdamonds_while_a_kdamond_is_not_its_stopped_own(
+        tmp_path: Path, kernel: FakeDamon) -> None:
+    # two of its own: slot 0 runs (its own, running) -> nothing removed
+    d = _driver(tmp_path, DamonSettings(slots=2))
+    assert d.claim() == [0, 1]
+    d.watch(0, 1234)
+    kernel.exclusive_errno = errno.EBUSY
+    kernel.writes.clear()
+    with pytest.raises(DamonUnavailable) as got:
+        d.watch(1, 2000)
+    assert got.value.reason == "busy" and "left untouched" in str(got.value)
+    assert all(rel != "nr_kdamonds" for rel, _ in kernel.writes)
+    assert kernel.kdamonds[0].running and d.slots == [0, 1]
+    # slot 0 stopped and reconfigured by someone since: not provably its own -> untouched
+    kernel.stop(0)
+    (kernel.kd / "0/contexts/0/schemes/0/action").write_text("pageout\n")
+    kernel.writes.clear()
+    with pytest.raises(DamonUnavailable):
+        d.watch(1, 2000)
+    assert all(rel != "nr_kdamonds" for rel, _ in kernel.writes)
+    assert (kernel.kd / "nr_kdamonds").read_text() == "2\n"
+    assert (kernel.kd / "0/contexts/0/schemes/0/action").read_text() == "pageout\n"

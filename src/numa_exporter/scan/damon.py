@@ -165,7 +165,9 @@ class HotMemoryMonitor:
                 self._yielded = False
                 log.info("damon: no DAMON module asks to run any more; the exporter's "
                          "kdamonds resume")
-            if not self.driver.slots:
+            if not self.driver.slots:  # none yet, or removed after a refused start
+                self._assigned.clear()
+                self._ranges = []
                 self.driver.claim()
             self.round()
             self._check_modules(mods)

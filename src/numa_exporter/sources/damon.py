@@ -515,7 +515,7 @@ class DamonSysfs:
         except OSError as err:
             if err.errno in (errno.EINVAL, errno.ESRCH):
                 raise TargetGone(pid, f"{state}: {err.strerror}") from err
-            raise _classify(state, err) from err
+            raise self._start_failed(_classify(state, err)) from err
         finally:
             os.close(fd)
         self.pids[slot] = self.kdamond_pid(slot)
@@ -544,9 +544,37 @@ class DamonSysfs:
         for i, (start, end) in enumerate(ranges):
             self._write(regions / str(i) / "start", str(start))
             self._write(regions / str(i) / "end", str(end))
-        self._write(self.kdamonds / str(slot) / "state", "on")
+        try:
+            self._write(self.kdamonds / str(slot) / "state", "on")
+        except DamonUnavailable as exc:
+            raise self._start_failed(exc) from exc
         self.pids[slot] = self.kdamond_pid(slot)
         self._save()
+
+    def _start_failed(self, exc: DamonUnavailable) -> DamonUnavailable:
+        """Undo the exporter's kdamonds after an ``on`` the kernel refused (another
+        exclusive kdamond runs: DAMON_STAT's from boot answers EBUSY, measured on 7.3; the
+        modules' EIO on 6.12), so that no kdamond of its configuration that never ran is
+        left behind: ``nr_kdamonds`` is written back to the 0 it found (it creates only
+        where there was none), only when every kdamond there is is one of its own, stopped
+        and configured as it left it; the state file then records none. A later claim
+        creates them again. Returns ``exc`` (with what was done) for the caller to raise."""
+        try:
+            nr = self._int(self.kdamonds / "nr_kdamonds")
+            if nr != self.created or any(
+                    s not in self.slots or self.state(s) != "off"
+                    or not self._configured_as_ours(s, self.ops) for s in range(nr)):
+                return DamonUnavailable(exc.reason, f"{exc}; kdamonds not all the exporter's "
+                                        "own and stopped: nr_kdamonds left untouched")
+            self._write(self.kdamonds / "nr_kdamonds", "0")
+        except DamonUnavailable as undo:
+            return DamonUnavailable(exc.reason, f"{exc}; its own kdamonds could not be "
+                                    f"removed: {undo}")
+        self.slots, self.created = [], 0
+        self.pids, self.targets = {}, {}
+        self._save()
+        return DamonUnavailable(exc.reason, f"{exc}; the start was refused, the exporter's "
+                                "kdamonds removed (nr_kdamonds 0)")
 
     def stop(self, slot: int, wait_s: float = 5.0) -> None:
         """Stop the exporter's own kdamond ``slot`` (nothing when it is off)."""
