@@ -25,7 +25,12 @@ reports the worst. Every round bounds its own time and cleans up what it started
   assignments; its CPU per scan is reported;
 * ``exec_in_place`` - a program that grows, then exec()s a smaller one under the same pid
   and start time (issue 23): the new program's arrived-bytes counters start from zero (the
-  soak's counter check leaves its pid out: its counters restart, as a new program's do).
+  soak's counter check leaves its pid out: its counters restart, as a new program's do);
+* ``damon_foreign_run_dir`` - --collector.damon with a run directory another user owns:
+  refused, counted, nothing written;
+* ``damon_restarting_target`` - --collector.damon (the fake kernel's DAMON sysfs in the
+  exporter's process) whose watched process exits and is replaced, three times:
+  ``damon_up`` stays 1 and each new process is watched within a few seconds.
 """
 
 from __future__ import annotations
@@ -671,6 +676,108 @@ def damon_foreign_run_dir(soak: Soak) -> HostileCheck:
                   f"exit {rc}")
 
 
+DAMON_TARGET = r"""
+import ctypes, mmap, sys, time
+ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG
+with open("/proc/self/comm", "w") as f:
+    f.write(sys.argv[1])  # selected by the daemon's --process.include
+m = mmap.mmap(-1, 48 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+for i in range(0, len(m), 4096):
+    m[i] = 1
+print("ready", flush=True)
+time.sleep(120)
+"""
+DAMON_RESTARTS = 3
+# a restarted target is watched within this: the worker (1 s rounds) finds the exit, the
+# next scan (3 s: slower than the worker, so that the exit is met in a region update, not
+# first seen as a process the scan no longer names) names the new process
+DAMON_REPLACED_S = 10.0
+
+
+def _damon_view(url: str) -> tuple[float, set[str], float]:
+    """Return numa_exporter_damon_up (-1: the scrape failed), the pids with hot memory and
+    the target_exited events of one scrape."""
+    try:
+        got = _scrape(url)
+    except OSError:
+        return -1.0, set(), 0.0
+    pids = {dict(k[1]).get("pid", "") for k in got if k[0] == "numa_process_hot_memory_bytes"}
+    return (got.get(("numa_exporter_damon_up", ()), -1.0), pids,
+            got.get(("numa_exporter_damon_events_total", (("event", "target_exited"),)), 0.0))
+
+
+def damon_restarting_target(soak: Soak) -> HostileCheck:
+    """--collector.damon whose watched process, the largest selected, exits and is replaced
+    by a new one, DAMON_RESTARTS times, against the fake kernel's DAMON sysfs (in the
+    exporter's process: tools/soak_damon_kernel.py; never the host's): damon_up stays 1 in
+    every scrape, and each new process has hot memory (and is the kdamond's target) within
+    DAMON_REPLACED_S of the old one's exit. Needs root (the exporter's kdamonds do)."""
+    from tools.soak import HOST, _free_port
+
+    name = "damon_restarting_target"
+    if os.geteuid() != 0:
+        return _check(name, True, "skipped: not root")
+    repo = Path(__file__).resolve().parents[1]
+    waits: list[float] = []
+    downs = 0
+    with tempfile.TemporaryDirectory(prefix="soak-damon-") as tmp:
+        sysfs = Path(tmp) / "sys"
+        shutil.copytree(KUBE_ROOT / "sys", sysfs)
+        target = sysfs / "kernel/mm/damon/admin/kdamonds/0/contexts/0/targets/0/pid_target"
+        run = Path(tmp) / "run"
+        run.mkdir(mode=0o700)
+        port = _free_port()
+        url = f"http://{HOST}:{port}/metrics"
+        cmd = [sys.executable, "-m", "tools.soak_damon_kernel", str(sysfs),
+               f"--web.listen-address={HOST}:{port}", "--path.procfs=/proc",
+               f"--path.sysfs={sysfs}", "--scan.interval=3s",
+               "--process.include=^soak-damon-t$", "--process.min-resident=16MiB",
+               "--process.detail-above=0", "--no-collector.accelerator", "--collector.damon",
+               f"--collector.damon.run-dir={run}"]
+        with contextlib.ExitStack() as stack:
+            proc = stack.enter_context(_started(cmd, cwd=repo, stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL))
+            old = stack.enter_context(_started(
+                [sys.executable, "-c", DAMON_TARGET, "soak-damon-t"], stdout=subprocess.PIPE))
+            if not _ready(old):
+                return _check(name, False, "the first target did not start")
+            if not _until(soak, lambda: str(old.pid) in _damon_view(url)[1], 30):
+                return _check(name, False, f"the first target was never watched "
+                              f"(damon_up {_damon_view(url)[0]:.0f})")
+            for _ in range(DAMON_RESTARTS):
+                old.kill()
+                old.wait(5)
+                t0 = time.monotonic()
+                new = stack.enter_context(_started(
+                    [sys.executable, "-c", DAMON_TARGET, "soak-damon-t"],
+                    stdout=subprocess.PIPE))
+                if not _ready(new):
+                    return _check(name, False, "a new target did not start")
+                seen = False
+                while time.monotonic() - t0 < DAMON_REPLACED_S and not soak.stop.is_set():
+                    up, pids, exited = _damon_view(url)
+                    downs += up != 1
+                    if str(new.pid) in pids and target.read_text().strip() == str(new.pid):
+                        seen = True
+                        break
+                    time.sleep(0.2)
+                if not seen:
+                    break
+                waits.append(time.monotonic() - t0)
+                old = new
+            up, _, exited = _damon_view(url)
+            downs += up != 1
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(15)
+    passed = len(waits) == DAMON_RESTARTS and downs == 0 and rc == 0
+    return _check(name, passed,
+                  f"{len(waits)} of {DAMON_RESTARTS} restarted targets watched within "
+                  f"{DAMON_REPLACED_S:.0f} s (after {', '.join(f'{w:.1f}' for w in waits)} s), "
+                  f"scrapes with damon_up != 1: {downs}, exits met in a region update "
+                  f"(target_exited) {exited:.0f}, "
+                  f"SIGTERM exit {rc}")
+
+
 ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
     "log_write_failure": log_write_failure,
     "signal_storm": signal_storm,
@@ -681,4 +788,5 @@ ROUNDS: dict[str, Callable[[Soak], HostileCheck]] = {
     "checkpoint_churn": checkpoint_churn,
     "exec_in_place": exec_in_place,
     "damon_foreign_run_dir": damon_foreign_run_dir,
+    "damon_restarting_target": damon_restarting_target,
 }

@@ -21,7 +21,8 @@ CHECKS = ("accept_header_flood", "auth_flood", "disconnect_mid_response", "garba
           "http09_request", "idle_connections", "slow_reader")
 # hostile local rounds (tools/soak_rounds.py)
 LOCAL_ROUNDS = ("log_write_failure", "signal_storm", "colliding_cgroups", "zombie_leader",
-                "renaming_process", "exec_in_place", "damon_foreign_run_dir")
+                "renaming_process", "exec_in_place", "damon_foreign_run_dir",
+                "damon_restarting_target")
 
 
 @pytest.fixture(scope="module")
