@@ -577,3 +577,29 @@ def test_a_refused_start_leaves_nr_kdamonds_while_a_kdamond_is_not_its_stopped_o
     assert all(rel != "nr_kdamonds" for rel, _ in kernel.writes)
     assert (kernel.kd / "nr_kdamonds").read_text() == "2\n"
     assert (kernel.kd / "0/contexts/0/schemes/0/action").read_text() == "pageout\n"
+
+
+def test_a_paddr_kdamond_removed_after_a_refused_restart_is_made_anew_not_restarted(
+        tmp_path: Path, kernel: FakeDamon) -> None:
+    # stopped from outside, then its restart refused (a module's exclusive kdamond began
+    # meanwhile): the kdamond is removed; once DAMON is free the retry creates a new one
+    # and points it at the nodes, which is no "stopped from outside" restart
+    from numa_exporter.model.hot_memory import NodeRange
+    from numa_exporter.scan.damon import HotMemoryMonitor
+
+    m = HotMemoryMonitor(_driver(tmp_path, DamonSettings(mode="paddr")), None, 0.05,
+                         node_ranges=lambda: [NodeRange(0, 0, 128 * MiB)])
+    kernel.set_regions(0, [(0, 64 * MiB, 19, 3)])
+    m.step()
+    assert m.status().state == "monitoring" and kernel.kdamonds[0].running
+    kernel.stop(0)
+    kernel.exclusive_errno = errno.EBUSY
+    assert m.step() > 1
+    assert m.status().state == "busy" and kernel.kdamonds == []
+    assert not m.status().events  # the restart was refused: nothing restarted
+    kernel.exclusive_errno = None
+    kernel.set_regions(0, [(0, 64 * MiB, 19, 3)])
+    m.step()
+    st = m.status()
+    assert st.state == "monitoring" and kernel.kdamonds[0].running
+    assert not st.events  # a new kdamond started, not one "stopped from outside" restarted

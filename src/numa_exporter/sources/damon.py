@@ -559,21 +559,22 @@ class DamonSysfs:
         where there was none), only when every kdamond there is is one of its own, stopped
         and configured as it left it; the state file then records none. A later claim
         creates them again. Returns ``exc`` (with what was done) for the caller to raise."""
+        said = str(exc).removeprefix(f"{exc.reason}: ")
         try:
             nr = self._int(self.kdamonds / "nr_kdamonds")
             if nr != self.created or any(
                     s not in self.slots or self.state(s) != "off"
                     or not self._configured_as_ours(s, self.ops) for s in range(nr)):
-                return DamonUnavailable(exc.reason, f"{exc}; kdamonds not all the exporter's "
+                return DamonUnavailable(exc.reason, f"{said}; kdamonds not all the exporter's "
                                         "own and stopped: nr_kdamonds left untouched")
             self._write(self.kdamonds / "nr_kdamonds", "0")
         except DamonUnavailable as undo:
-            return DamonUnavailable(exc.reason, f"{exc}; its own kdamonds could not be "
+            return DamonUnavailable(exc.reason, f"{said}; its own kdamonds could not be "
                                     f"removed: {undo}")
         self.slots, self.created = [], 0
         self.pids, self.targets = {}, {}
         self._save()
-        return DamonUnavailable(exc.reason, f"{exc}; the start was refused, the exporter's "
+        return DamonUnavailable(exc.reason, f"{said}; the start was refused, the exporter's "
                                 "kdamonds removed (nr_kdamonds 0)")
 
     def stop(self, slot: int, wait_s: float = 5.0) -> None:
