@@ -1,4 +1,4 @@
-"""The compiled sampled reader (readers/_sampled_fast.c) against the pure-Python reference.
+"""The compiled sampled reader (readers/sampled/_sampled_fast.c) against the pure-Python reference.
 
 The two paths must give the same frame for the same maps text and the same estimate for the
 same seed; the compiled one must be the one used where the extension is built.
