@@ -27,6 +27,7 @@ import platform
 import struct
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Self
 
 from numa_exporter.sources.errors import classify
 
@@ -46,7 +47,32 @@ class PagemapScanUnsupported(Exception):
     """PAGEMAP_SCAN cannot be used here (architecture, or a kernel without it)."""
 
 
-class PagemapScan:
+class _PagemapFile:
+    """An open ``pagemap`` of one process (``<mm_dir>/pagemap``), closed by :meth:`close` or
+    at the end of a ``with`` block. Raises the classified SourceError of the open."""
+
+    def __init__(self, mm_dir: Path | str) -> None:
+        path = f"{mm_dir}/pagemap"
+        try:
+            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as err:
+            raise classify(SOURCE, path, err) from err
+        self._path = path
+
+    def close(self) -> None:
+        """Close the file."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PagemapScan(_PagemapFile):
     """An open ``pagemap`` of one process; :meth:`present` asks for present page ranges.
 
     Raises the classified SourceError of the open (Gone, Denied, ...) or
@@ -57,26 +83,9 @@ class PagemapScan:
         arch = machine if machine is not None else platform.machine()
         if arch not in GENERIC_IOC:
             raise PagemapScanUnsupported(f"PAGEMAP_SCAN: ioctl encoding of {arch!r} not known")
-        path = f"{mm_dir}/pagemap"
-        try:
-            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as err:
-            raise classify(SOURCE, path, err) from err
-        self._path = path
+        super().__init__(mm_dir)
         self._vec = (ctypes.c_uint64 * (3 * VEC_LEN))()
         self.calls = 0
-
-    def close(self) -> None:
-        """Close the file."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> PagemapScan:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def present(self, start: int, end: int, max_pages: int) -> tuple[list[tuple[int, int]], int]:
         """Return (the present page ranges of ``[start, end)`` found by one call, in order,
@@ -106,7 +115,7 @@ class PagemapScan:
 READ_PAGES = 32_768
 
 
-class PagemapRead:
+class PagemapRead(_PagemapFile):
     """An open ``pagemap`` of one process read by entries (8 bytes per virtual page): what
     finds a mapping's present pages where PAGEMAP_SCAN is missing (before Linux 6.7). The
     kernel (``pagemap_read``) walks the page tables of each 2 MiB of the range under its
@@ -116,25 +125,8 @@ class PagemapRead:
     Raises the classified SourceError of the open (Gone, Denied, ...)."""
 
     def __init__(self, mm_dir: Path | str) -> None:
-        path = f"{mm_dir}/pagemap"
-        try:
-            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as err:
-            raise classify(SOURCE, path, err) from err
-        self._path = path
+        super().__init__(mm_dir)
         self.calls = 0
-
-    def close(self) -> None:
-        """Close the file."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __enter__(self) -> PagemapRead:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def entries(self, first_page: int, pages: int) -> bytes:
         """Return the entries of ``pages`` (at most :data:`READ_PAGES`) virtual pages from
