@@ -162,3 +162,12 @@ def start_daemon(tmp_path: Path) -> Iterator[object]:
     yield _start
     for d in started:
         d.stop()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session where a test made the code count an error under a source name not
+    registered in ``sources/error_sources.py`` (it would be served as ``source="other"``)."""
+    from numa_exporter.sources.error_sources import UNREGISTERED
+    if UNREGISTERED:
+        print(f"\nerror sources counted but not registered: {sorted(UNREGISTERED)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -12,6 +12,7 @@ from numa_exporter import __version__
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.read_times import ReadTimes
 from numa_exporter.model.snapshot import Outcome, Snapshot
+from numa_exporter.sources.error_sources import SOURCES
 
 from .base import CollectorDef
 from .families import family
@@ -51,11 +52,11 @@ BUDGET_SKIPPED = MetricSpec(
 PARSE_ERRORS = MetricSpec(
     "numa_exporter_parse_errors_total", "counter",
     "Malformed lines or files met, by source file (numa_maps, vmstat, status, ...).",
-    ("source",), bounds=(("source", 16),))  # the files the exporter parses
+    ("source",), bounds=(("source", len(SOURCES) + 1),))  # registered names and "other"
 READ_ERRORS = MetricSpec(
     "numa_exporter_read_errors_total", "counter",
     "Files that could not be read, by source file and reason (denied, gone, error).",
-    ("source", "reason"), bounds=(("source", 16), ("reason", 3)))
+    ("source", "reason"), bounds=(("source", len(SOURCES) + 1), ("reason", 3)))
 PROCESS_READ_DURATION = MetricSpec(
     "numa_exporter_process_read_duration_seconds", "histogram",
     "Seconds the exporter spent reading one process's files, over every process read since "

@@ -7,6 +7,7 @@ from typing import TypeVar
 
 import structlog
 
+from numa_exporter.sources.error_sources import OTHER, bounded
 from numa_exporter.sources.errors import Absent, Denied, Gone, SourceError
 
 log = structlog.get_logger("numa_exporter.readers.error_report")
@@ -34,9 +35,19 @@ class ErrorReporter:
         self._logged.add(key)
         return True
 
+    def label(self, source: str) -> str:
+        """Return the ``source`` label a count of ``source`` goes under (``other`` for a
+        name not registered in ``sources/error_sources.py``, logged once)."""
+        name = bounded(source)
+        if name == OTHER and self.once("unregistered source", source[:100]):
+            log.warning("error source not registered: counted as source=\"other\"",
+                        source=source[:100])
+        return name
+
     def parse(self, source: str, detail: str, count: int = 1, **fields: object) -> None:
         """Count ``count`` malformed lines or files of ``source``; log once per detail."""
-        self.parse_errors[source] = self.parse_errors.get(source, 0) + count
+        label = self.label(source)
+        self.parse_errors[label] = self.parse_errors.get(label, 0) + count
         self.count += count
         if self.once("parse", source, detail):
             log.warning("malformed input", source=source, file=detail, **fields)
@@ -44,7 +55,7 @@ class ErrorReporter:
     def read(self, err: SourceError) -> None:
         """Count an unreadable file; gone logs at debug, denied and other errors log once
         per file, a file absent from live processes once per kind of file."""
-        k = (err.source, err.reason)
+        k = (self.label(err.source), err.reason)
         self.read_errors[k] = self.read_errors.get(k, 0) + 1
         self.count += 1
         if isinstance(err, Gone):
@@ -66,7 +77,7 @@ class ErrorReporter:
 
     def bug(self, source: str, where: str, exc: BaseException) -> None:
         """Count an unexpected exception while handling ``source`` input; log it once."""
-        k = (source, "error")
+        k = (self.label(source), "error")
         self.read_errors[k] = self.read_errors.get(k, 0) + 1
         self.count += 1
         if self.once("bug", source, type(exc).__name__, str(exc)[:200]):
