@@ -159,6 +159,12 @@ class CgroupFS:
             return None
         return (base / rel if rel else base), version
 
+    def memcg_exists(self, path: str) -> bool:
+        """Return whether the memory cgroup ``path`` (a path in the hierarchy that serves
+        the memory controller, as a DAMON memcg filter names it) exists now."""
+        found = self.cgroup_dir("memory", path, {"memory": path})
+        return found is not None and found[0].is_dir()
+
     def _file(self, controller: str, name: str, v2_path: str | None,
               v1_paths: Mapping[str, str], inherit: bool = False) -> bytes | None:
         found = self.cgroup_dir(controller, v2_path, v1_paths)
