@@ -198,7 +198,7 @@ def test_hot_bytes_per_cgroup_and_node(tmp_path: Path, monkeypatch: pytest.Monke
     k.set_regions(0, REGIONS)
     assert m.step() == m.period_s
     assert m.status().state == "monitoring"
-    assert _hot(m) == {"/hotA": {1: 64 * MiB}, "/coldB": {}}
+    assert _hot(m) == {"/hotA": {0: 0, 1: 64 * MiB}, "/coldB": {0: 0, 1: 0}}
     nodes = m.status().nodes
     assert nodes is not None and nodes.hot == {1: 64 * MiB}  # the unfiltered scheme goes on
 
@@ -270,7 +270,7 @@ def test_a_cgroup_gone_between_the_check_and_the_start_is_dropped(
     m.step()
     assert m.status().state == "monitoring"
     assert m.driver.cgroups == ["/hotA"]
-    assert _hot(m) == {"/hotA": {1: 64 * MiB}}
+    assert _hot(m) == {"/hotA": {0: 0, 1: 64 * MiB}}
     assert (m.status().events or {}).get("cgroup_gone") == 1
 
 
@@ -289,7 +289,7 @@ def test_unsound_passed_bytes_are_refused_and_counted(tmp_path: Path,
         (tried / "sz_filter_passed").write_text("-1\n")
     monkeypatch.setattr(k, "_tried", hostile)
     m.step()
-    assert _hot(m) == {"/hotA": {}}
+    assert _hot(m) == {"/hotA": {0: 0, 1: 0}}
     assert (m.status().events or {}).get("regions_refused") == 1
 
     def missing(i: int) -> None:
@@ -309,7 +309,7 @@ def test_passed_bytes_above_the_region_count_as_the_region(tmp_path: Path,
     m.want_cgroups(["/hotA"])
     k.set_regions(0, REGIONS)
     m.step()
-    assert _hot(m) == {"/hotA": {1: 64 * MiB}}
+    assert _hot(m) == {"/hotA": {0: 0, 1: 64 * MiB}}
 
 
 def test_busy_is_counted_and_the_worker_retries_later(tmp_path: Path,
@@ -323,7 +323,7 @@ def test_busy_is_counted_and_the_worker_retries_later(tmp_path: Path,
     k.exclusive_errno = None
     k.set_regions(0, REGIONS)
     m.step()
-    assert _hot(m) == {"/hotA": {1: 64 * MiB}}
+    assert _hot(m) == {"/hotA": {0: 0, 1: 64 * MiB}}
 
 
 def test_the_watched_set_is_chosen_again_after_its_interval(tmp_path: Path,

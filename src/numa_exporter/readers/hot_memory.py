@@ -100,8 +100,10 @@ def cgroup_hot(path: str, regions: Sequence[Region], ranges: Sequence[NodeRange]
                ) -> CgroupHotMemory:
     """Return one cgroup's hot bytes by node from its filtered scheme's regions: each hot
     region's ``passed`` bytes (those charged to the cgroup, at most the region's size)
-    split over the nodes the region lies on; ``refused`` counts the regions the driver
+    split over the nodes the region lies on, every node of ``ranges`` present (0: a
+    watched cgroup with nothing hot there); ``refused`` counts the regions the driver
     refused."""
     parts = [passed_by_node(r.start, r.end, r.passed or 0, ranges) for r in regions
              if r.end > r.start and is_hot(r.nr_accesses, max_accesses, threshold)]
-    return CgroupHotMemory(path, add_bytes(parts), len(parts), refused, now)
+    zero: dict[int, float] = {r.node: 0.0 for r in ranges}
+    return CgroupHotMemory(path, add_bytes([zero, *parts]), len(parts), refused, now)
