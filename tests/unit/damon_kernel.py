@@ -29,8 +29,9 @@ What is modelled (function names of mm/damon/sysfs.c):
   ``stats/sz_ops_filter_passed``; each tried region has ``sz_filter_passed``: for a scheme
   with a memcg filter, the bytes of the region charged to that memcg (``memcgs``: path ->
   physical ``[start, end)`` ranges), else 0; a scheme's tried regions are the regions whose
-  ``nr_accesses`` lie in its access pattern. An ``on`` with a memcg filter naming a cgroup
-  not in ``memcgs`` fails (EINVAL: the kernel finds no memcg of that path). ``6.12``: only
+  ``nr_accesses`` lie in its access pattern. An ``on`` with a memcg filter naming a path
+  not in ``memcgs`` fails with ENOMEM (measured on 7.3: no such cgroup, or one without the
+  memory controller); a cgroup removed while the kdamond runs leaves it running. ``6.12``: only
   ``filters`` (no ``allow``), no ``sz_ops_filter_passed``, regions without
   ``sz_filter_passed``.
 """
@@ -231,7 +232,7 @@ class FakeDamon:
                 raise OSError(errno.EINVAL, "Invalid argument")  # find_get_pid() failed
             for memcg in self._filters(i).values():
                 if memcg is not None and memcg not in self.memcgs:
-                    raise OSError(errno.EINVAL, "Invalid argument")  # no memcg of that path
+                    raise OSError(errno.ENOMEM, "Cannot allocate memory")  # no such memcg
             if self.exclusive_errno is not None:  # damon_start(): an exclusive ctx runs
                 raise OSError(self.exclusive_errno, os.strerror(self.exclusive_errno))
             k.running = k.started = True

@@ -234,6 +234,20 @@ def test_612_says_once_counts_once_and_goes_on_as_today(tmp_path: Path,
     assert capsys.readouterr().out.count("per-cgroup hot memory") == 1
 
 
+def test_a_forced_vaddr_mode_says_cgroups_are_unsupported(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]
+                                                          ) -> None:
+    k = _kernel(tmp_path, monkeypatch)  # 7.3: per-filter bytes offered, but vaddr forced
+    m = _monitor(tmp_path, mode="vaddr")
+    m.want_cgroups(["/hotA"])
+    m.step()
+    assert m.driver.ops == "vaddr" and m.driver.filter_bytes is True
+    assert (m.status().events or {}).get("cgroups_unsupported") == 1
+    assert "vaddr" in capsys.readouterr().out
+    assert (k.kd / "0/contexts/0/schemes/nr_schemes").read_text() == "1\n"
+
+
 def test_a_cgroup_that_vanishes_is_dropped_and_counted(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     k = _kernel(tmp_path, monkeypatch)
@@ -408,3 +422,18 @@ def test_the_collector_exports_hot_bytes_and_the_ratio_per_cgroup() -> None:
     ratio = {s.labels["cgroup"]: s.value
              for s in fams["numa_cgroup_hot_remote_memory_ratio"].samples}
     assert ratio == {"/hotA": 0.75}  # coldB: no hot bytes; open: every node allowed
+
+
+def test_memcg_exists_only_for_a_cgroup_with_a_memcg_of_its_own(tmp_path: Path) -> None:
+    from numa_exporter.sources.cgroupfs import CgroupFS
+
+    root = tmp_path / "sys/fs/cgroup"
+    (root / "a").mkdir(parents=True)
+    (root / "cgroup.controllers").write_text("cpuset cpu memory\n")
+    (root / "a/memory.current").write_text("4096\n")
+    (root / "b").mkdir()  # its parent does not enable memory: no memcg (7.3: ENOMEM)
+    fs = CgroupFS(tmp_path / "sys")
+    assert fs.memcg_exists("/a")
+    assert not fs.memcg_exists("/b")
+    assert not fs.memcg_exists("/gone")
+    assert not fs.memcg_exists("/../a")

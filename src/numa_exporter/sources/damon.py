@@ -41,8 +41,11 @@ its bytes are the cgroup's own pages (6.14+; measured on 7.3: a filter matches p
 to that memcg itself, not to its children). Whether the kernel offers per-filter bytes is
 read from sysfs (a scheme's ``stats/sz_ops_filter_passed``), never from its version. The
 watched cgroups' paths are part of the configuration the state file records and the
-ownership check compares. Measured on 7.3: ``memcg`` is refused in ``core_filters``; an
-``on`` or ``commit`` naming a cgroup that does not exist fails.
+ownership check compares. Measured on 7.3: ``memcg`` is refused in ``core_filters`` (EINVAL);
+an ``on`` or ``commit`` naming a path with no memcg (no such cgroup, or one without the memory
+controller) fails with ENOMEM; a watched cgroup removed while the kdamond runs leaves it
+running (its filter then matches nothing, or whichever memcg gets the id next), so the
+worker checks each round that its cgroups still exist.
 
 Every failure is a :class:`DamonUnavailable` with a reason (``absent``, ``busy``,
 ``foreign``, ``denied``, ``run_dir``, ``error``); the caller says it once and keeps serving.
@@ -152,9 +155,9 @@ class KdamondStopped(DamonUnavailable):
 
 class CgroupGone(DamonUnavailable):
     """An ``on`` of the exporter's own paddr kdamond with cgroup schemes was refused with
-    EINVAL or ENOENT: a watched cgroup may have gone (the kernel finds no memcg of that
-    path). The kdamond is left stopped and the exporter's; the caller drops the cgroups that
-    no longer exist and tries again."""
+    ENOMEM (measured on 7.3 for a path with no memcg), EINVAL or ENOENT: a watched cgroup
+    may have gone. The kdamond is left stopped and the exporter's; the caller drops the
+    cgroups that no longer exist and tries again."""
 
     def __init__(self, cgroups: Sequence[str], detail: str) -> None:
         self.cgroups = list(cgroups)
@@ -639,7 +642,8 @@ class DamonSysfs:
         """Point the exporter's own paddr kdamond ``slot`` at the physical ``ranges``
         (sorted, non-overlapping ``[start, end)``: each node's memory), with one filtered
         scheme per cgroup of ``cgroups`` (None: those it has), and start it. Raises
-        CgroupGone when the kernel refuses a start with cgroup schemes (EINVAL, ENOENT)."""
+        CgroupGone when the kernel refuses a start with cgroup schemes (ENOMEM, EINVAL,
+        ENOENT)."""
         self._own(slot)
         if self.ops != "paddr":
             raise DamonUnavailable("error", f"kdamond {slot} runs {self.ops}, not paddr")
@@ -662,7 +666,7 @@ class DamonSysfs:
         except DamonUnavailable as exc:
             cause = exc.__cause__
             if (self.cgroups and isinstance(cause, OSError)
-                    and cause.errno in (errno.EINVAL, errno.ENOENT)):
+                    and cause.errno in (errno.ENOMEM, errno.EINVAL, errno.ENOENT)):
                 raise CgroupGone(self.cgroups, f"kdamond {slot}: the start with "
                                  f"{len(self.cgroups)} cgroup scheme(s) was refused "
                                  f"({errno.errorcode.get(cause.errno, cause.errno)}): a "
