@@ -164,7 +164,7 @@ BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}
 #: hugetlb_remote            89 s         79 s       (named runs only)
 #: cgroup_cpuset             138 s        110 s      (named runs only)
 #: damon_guest               skip         548 s      (named runs only)
-#: damon_cgroups_guest       skip         361 s      (default on 7.3; 6.12 boots and skips:
+#: damon_cgroups_guest       skip         361-570 s  (default on 7.3; 6.12 boots and skips:
 #:                                                    no per-filter passed bytes)
 #: ========================  ===========  ==========
 #:

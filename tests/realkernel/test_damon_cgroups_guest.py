@@ -23,8 +23,11 @@ Two cgroups of the cgroup2 root, both allowed only CPU 0 (node 0's):
    of its 64 MiB hot set, on node 0 under 20 % of it, its hot remote ratio (home: the node of
    its CPU) at least 0.8; ``/coldB``'s hot bytes are under 10 % of its 256 MiB, each in at
    least 4 of the 5 scrapes (one aggregation interval in which the hot loop was off the
-   CPU under TCG may read low, as test_damon_guest.py found). On exit the exporter stops its
-   kdamond.
+   CPU under TCG may read low, as test_damon_guest.py found).
+3. **a cgroup vanishes**: the cold cgroup's process ends and its cgroup is removed (the
+   kdamond keeps running with a filter on a memcg that is gone, measured on 7.3): the
+   exporter counts ``cgroup_gone``, carries on with one cgroup scheme, and ``/coldB``'s
+   series are gone while ``/hotA``'s stay. On exit the exporter stops its kdamond.
 """
 
 from __future__ import annotations
@@ -72,7 +75,9 @@ snap() {{ for f in nr_kdamonds 0/state 0/pid 0/contexts/nr_contexts 0/contexts/0
   echo "$f $v"; done; }}
 poll() {{ for i in $(seq 1 180); do {fetch} > $O/$1.prom 2>/dev/null && \\
   grep -qE "$2" $O/$1.prom && return 0; sleep 1; done; return 1; }}
-ready() {{ for i in $(seq 1 300); do [ -e $1 ] && break; sleep 0.2; done; sed -n 's/^pid=//p' $1; }}
+# ready FILE: the pid a workload wrote there (waits for the line, not just the file)
+ready() {{ for i in $(seq 1 300); do grep -q '^pid=' $1 2>/dev/null && break; sleep 0.2; done
+  sed -n 's/^pid=//p' $1; }}
 DS=/sys/module/damon_stat/parameters/enabled
 if [ -e $DS ] && [ "$(cat $DS)" = Y ]; then echo N > $DS && echo off > $O/damon_stat; fi
 # does a scheme offer per-filter passed bytes? (a kdamond of the job's own, removed again)
@@ -118,6 +123,14 @@ poll first 'numa_cgroup_hot_memory_bytes.cgroup="/hotA",node="1"' || echo "no cg
 sleep 10
 for i in 1 2 3 4 5; do sleep 2; {fetch} > $O/cg-$i.prom; done
 snap > $O/own.running
+# 3. the cold cgroup's pod goes: its process ends, its cgroup is removed
+kill $(cat $O/coldB.pid)
+for i in $(seq 1 100); do [ -z "$(cat $CG/coldB/cgroup.procs)" ] && break; sleep 0.1; done
+rmdir $CG/coldB || echo "rmdir failed" >> $O/problems
+poll gone 'numa_exporter_damon_events_total.event="cgroup_gone". [1-9]' \
+  || echo "no gone" >> $O/problems
+sleep 3; {fetch} > $O/after-gone.prom
+snap > $O/gone.running
 kill -TERM $E; wait $E
 snap > $O/own.after_exit
 for g in hotA coldB; do cat $CG/$g/memory.numa_stat > $O/$g.numa_stat.end; done
@@ -198,3 +211,14 @@ def test_damon_cgroups_hot_bytes_per_node_against_the_truth(out: Path) -> None:
     assert hot_ok >= 4, hot_ok
     assert cold_ok >= 4, cold_ok
     assert ratio_ok >= 4, ratio_ok
+
+
+def test_damon_cgroups_a_cgroup_that_vanishes_is_dropped(out: Path) -> None:
+    assert "no gone" not in _problems(out) and "rmdir failed" not in _problems(out)
+    e = Exposition((out / "after-gone.prom").read_text())
+    assert e.value("numa_exporter_damon_up") == 1
+    assert (e.value("numa_exporter_damon_events_total", event="cgroup_gone") or 0) >= 1
+    assert e.value("numa_cgroup_hot_memory_bytes", cgroup="/coldB", node="0") is None
+    assert e.value("numa_cgroup_hot_memory_bytes", cgroup="/hotA", node="1") is not None
+    running = (out / "gone.running").read_text()
+    assert "0/state on" in running and "0/contexts/0/schemes/nr_schemes 2" in running
