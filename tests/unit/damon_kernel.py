@@ -27,13 +27,15 @@ What is modelled (function names of mm/damon/sysfs.c):
   (``nr_filters`` makes ``<i>/{type,matching,allow,memcg_path}``, type ``anon``, ``N``,
   ``N``, empty; ``memcg`` written to a ``core_filters`` type is EINVAL) and
   ``stats/sz_ops_filter_passed``; each tried region has ``sz_filter_passed``: for a scheme
-  with a memcg filter, the bytes of the region charged to that memcg (``memcgs``: path ->
-  physical ``[start, end)`` ranges), else 0; a scheme's tried regions are the regions whose
-  ``nr_accesses`` lie in its access pattern. An ``on`` with a memcg filter naming a path
-  not in ``memcgs`` fails with ENOMEM (measured on 7.3: no such cgroup, or one without the
-  memory controller); a cgroup removed while the kdamond runs leaves it running. ``6.12``: only
-  ``filters`` (no ``allow``), no ``sz_ops_filter_passed``, regions without
-  ``sz_filter_passed``.
+  with one memcg filter, the bytes of the region that pass it (``memcgs``: path -> the
+  physical ``[start, end)`` ranges charged to it; a page the filter matches, in the memcg
+  with ``matching`` Y or outside it with N, passes as its ``allow`` says, any other as the
+  opposite of the last filter's ``allow``, as 6.15+ does), else 0; a scheme's tried
+  regions are the regions whose ``nr_accesses`` lie in its access pattern. An ``on`` with a
+  memcg filter naming a path not in ``memcgs`` fails with ENOMEM (measured on 7.3: no such
+  cgroup, or one without the memory controller); a cgroup removed while the kdamond runs
+  leaves it running. ``6.12``: only ``filters`` (no ``allow``), no ``sz_ops_filter_passed``,
+  regions without ``sz_filter_passed``.
 """
 
 from __future__ import annotations
@@ -231,7 +233,7 @@ class FakeDamon:
             if ops == "vaddr" and self._target(i) not in self.alive:
                 raise OSError(errno.EINVAL, "Invalid argument")  # find_get_pid() failed
             for memcg in self._filters(i).values():
-                if memcg is not None and memcg not in self.memcgs:
+                if memcg is not None and memcg[0] not in self.memcgs:
                     raise OSError(errno.ENOMEM, "Cannot allocate memory")  # no such memcg
             if self.exclusive_errno is not None:  # damon_start(): an exclusive ctx runs
                 raise OSError(self.exclusive_errno, os.strerror(self.exclusive_errno))
@@ -252,26 +254,36 @@ class FakeDamon:
         else:
             raise OSError(errno.EINVAL, "Invalid argument")
 
-    def _filters(self, i: int) -> dict[int, str | None]:
-        """Return scheme index -> the memcg path of its one memcg filter (None: none)."""
+    def _filters(self, i: int) -> dict[int, tuple[str, bool, bool] | None]:
+        """Return scheme index -> (memcg path, matching, allow) of its one memcg filter
+        (None: none)."""
         schemes = self._dir(i) / "contexts/0/schemes"
-        out: dict[int, str | None] = {}
+        out: dict[int, tuple[str, bool, bool] | None] = {}
         for d in sorted((p for p in schemes.iterdir() if p.name.isdigit()),
                         key=lambda p: int(p.name)):
-            memcg = None
+            found = None
             for name in ("filters", "ops_filters"):
                 f = d / name / "0"
                 if (f / "type").exists() and (f / "type").read_text().strip() == "memcg":
-                    memcg = (f / "memcg_path").read_text().strip()
-            out[int(d.name)] = memcg
+                    found = ((f / "memcg_path").read_text().strip(),
+                             (f / "matching").read_text().strip() == "Y",
+                             (f / "allow").exists()
+                             and (f / "allow").read_text().strip() == "Y")
+            out[int(d.name)] = found
         return out
 
-    def _passed(self, memcg: str | None, start: int, end: int) -> int:
-        """Return the bytes of [start, end) charged to ``memcg`` (0 without a filter)."""
+    def _passed(self, memcg: tuple[str, bool, bool] | None, start: int, end: int) -> int:
+        """Return the bytes of [start, end) that pass the scheme's memcg filter (0 without
+        one; the region's bytes outside the memcg count as other memcgs' pages)."""
         if memcg is None:
             return 0
-        return sum(max(0, min(end, hi) - max(start, lo))
-                   for lo, hi in self.memcgs.get(memcg, []))
+        path, matching, allow = memcg
+        inside = sum(max(0, min(end, hi) - max(start, lo))
+                     for lo, hi in self.memcgs.get(path, []))
+        outside = (end - start) - inside
+        default = not allow  # 6.15+: pages no filter matched
+        return ((inside if (allow if matching else default) else 0)
+                + (outside if (default if matching else allow) else 0))
 
     def _tried(self, i: int) -> None:
         regions = self.regions.get(i, [])

@@ -99,7 +99,7 @@ def test_cgroup_schemes_are_written_as_the_kernel_wants_them(tmp_path: Path,
     for i, path in ((1, "/hotA"), (2, "/coldB")):
         f = schemes / str(i) / "ops_filters/0"
         assert [(f / n).read_text().strip() for n in ("type", "memcg_path", "matching",
-                                                      "allow")] == ["memcg", path, "Y", "Y"]
+                                                      "allow")] == ["memcg", path, "N", "N"]
         assert (schemes / str(i) / "action").read_text() == "stat\n"
         assert (schemes / str(i) / "access_pattern/nr_accesses/min").read_text() == "2\n"
         assert (schemes / str(i) / "filters/nr_filters").read_text() == "0\n"
@@ -187,6 +187,28 @@ def test_the_fake_refuses_memcg_in_core_filters_as_73_does(tmp_path: Path,
     with pytest.raises(OSError) as got:
         k.store("0/contexts/0/schemes/0/core_filters/0/type", "memcg")
     assert got.value.errno == errno.EINVAL
+
+
+@pytest.mark.parametrize(("matching", "allow"), [("Y", "Y"), ("N", "N")])
+def test_the_fake_passes_a_memcgs_pages_either_way_as_73_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, matching: str, allow: str) -> None:
+    """Measured in the 7.3 guest: one memcg filter ``matching`` Y ``allow`` Y passed 64 MiB of
+    the 67 MiB hot region holding the cgroup's 64 MiB (the other pages rejected by default);
+    the driver writes the reject form, N/N, which passes the same pages on 6.14 too."""
+    k = _kernel(tmp_path, monkeypatch)
+    for rel, v in (("nr_kdamonds", "1"), ("0/contexts/nr_contexts", "1"),
+                   ("0/contexts/0/operations", "paddr"),
+                   ("0/contexts/0/schemes/nr_schemes", "1"),
+                   ("0/contexts/0/schemes/0/ops_filters/nr_filters", "1"),
+                   ("0/contexts/0/schemes/0/ops_filters/0/type", "memcg"),
+                   ("0/contexts/0/schemes/0/ops_filters/0/memcg_path", "/hotA"),
+                   ("0/contexts/0/schemes/0/ops_filters/0/matching", matching),
+                   ("0/contexts/0/schemes/0/ops_filters/0/allow", allow), ("0/state", "on")):
+        k.store(rel, v)
+    k.set_regions(0, [(GiB + 20 * MiB, GiB + 88 * MiB, 20, 0)])
+    k.store("0/state", "update_schemes_tried_regions")
+    tried = k.kd / "0/contexts/0/schemes/0/tried_regions/0/sz_filter_passed"
+    assert int(tried.read_text()) == 64 * MiB
 
 
 # --- the worker -------------------------------------------------------------------------------

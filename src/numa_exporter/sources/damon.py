@@ -35,10 +35,13 @@ else paddr.
 Per-cgroup hot memory (``--collector.damon.cgroups``, paddr): the one paddr kdamond carries,
 after its unfiltered ``stat`` scheme 0, one ``stat`` scheme per watched cgroup whose access
 pattern takes only hot regions and whose one operations-layer filter (``ops_filters``, 6.15+;
-``filters`` before) is ``memcg`` (``matching`` Y, ``allow`` Y, ``memcg_path`` the cgroup's
-path under the cgroup2 root): each tried region then says in ``sz_filter_passed`` how many of
-its bytes are the cgroup's own pages (6.14+; measured on 7.3: a filter matches pages charged
-to that memcg itself, not to its children). Whether the kernel offers per-filter bytes is
+``filters`` before) rejects every page not charged to the cgroup (``type`` memcg,
+``memcg_path`` its path under the cgroup2 root, ``matching`` N, ``allow`` N): each tried
+region then says in ``sz_filter_passed`` how many of its bytes are the cgroup's own pages
+(6.14+; a filter matches pages charged to that memcg itself, not to its children). The
+reject form passes the same pages whatever the kernel does with pages no filter matched
+(6.14 lets them pass; 6.15+ gives them the opposite of the last filter's ``allow``), where an
+allow filter alone would pass every page on 6.14. Whether the kernel offers per-filter bytes is
 read from sysfs (a scheme's ``stats/sz_ops_filter_passed``), never from its version. The
 watched cgroups' paths are part of the configuration the state file records and the
 ownership check compares. Measured on 7.3: ``memcg`` is refused in ``core_filters`` (EINVAL);
@@ -356,7 +359,8 @@ class DamonSysfs:
 
     def _cgroup_scheme_is_ours(self, scheme: Path, memcg: str) -> bool:
         """Return whether ``scheme`` is a cgroup scheme as ``_write_cgroup_scheme`` writes
-        it for ``memcg``: ``stat``, hot regions only, one memcg filter that allows it."""
+        it for ``memcg``: ``stat``, hot regions only, one memcg filter rejecting the pages
+        of every other memcg."""
         pattern = scheme / "access_pattern"
         f = scheme / _filter_dir(scheme)
         return (self._read(scheme / "action") == "stat"
@@ -367,8 +371,8 @@ class DamonSysfs:
                         for n, hi in (("sz", U64_MAX), ("age", U32_MAX)))
                 and self._int(f / "nr_filters") == 1
                 and self._read(f / "0/type") == "memcg"
-                and self._read(f / "0/matching") == "Y"
-                and self._read(f / "0/allow") == "Y"
+                and self._read(f / "0/matching") == "N"
+                and self._read(f / "0/allow") == "N"
                 and self._read(f / "0/memcg_path") == memcg)
 
     # --- the run directory and the state file ----------------------------------------------
@@ -559,15 +563,16 @@ class DamonSysfs:
             self._write(pattern / name / "max", str(hi))
 
     def _write_cgroup_scheme(self, scheme: Path, memcg: str) -> None:
-        """Write the stat scheme of one cgroup: hot regions only, one memcg filter allowing
-        the pages charged to ``memcg`` (in ``ops_filters`` where the kernel has it)."""
+        """Write the stat scheme of one cgroup: hot regions only, one memcg filter that
+        rejects the pages not charged to ``memcg`` (``matching`` N, ``allow`` N), so that
+        only its pages pass (in ``ops_filters`` where the kernel has it)."""
         self._write_scheme(scheme, self.settings.cgroup_min_accesses)
         f = scheme / _filter_dir(scheme)
         self._write(f / "nr_filters", "1")
         self._write(f / "0" / "type", "memcg")
         self._write(f / "0" / "memcg_path", memcg)
-        self._write(f / "0" / "matching", "Y")
-        self._write(f / "0" / "allow", "Y")
+        self._write(f / "0" / "matching", "N")
+        self._write(f / "0" / "allow", "N")
 
     def _set_cgroups(self, slot: int, cgroups: Sequence[str]) -> None:
         """Rewrite the schemes of the exporter's own stopped paddr kdamond ``slot``: the
