@@ -20,7 +20,13 @@ import structlog
 
 from numa_exporter import __version__, logs
 from numa_exporter.collectors.registry import COLLECTORS, DEFAULT_OFF
-from numa_exporter.config import DEFAULT_PORT, AcceleratorPin, Config, HomePin
+from numa_exporter.config import (
+    DEFAULT_PORT,
+    MAX_DAMON_CGROUPS,
+    AcceleratorPin,
+    Config,
+    HomePin,
+)
 from numa_exporter.flags import duration as _duration
 from numa_exporter.flags import positive_duration as _positive_duration
 from numa_exporter.flags import size as _size
@@ -315,6 +321,13 @@ def _add_damon(a: Callable[..., object]) -> None:
       help="stop the exporter's kdamonds while one of the kernel's DAMON modules "
            "(damon_reclaim, damon_lru_sort, damon_stat) is enabled, and resume when none is: "
            "a module cannot start while they run (default off: the refusal is reported)")
+    a("--collector.damon.cgroups", dest="damon_cgroups", metavar="N", type=_count,
+      default=0,
+      help="hot memory per cgroup and node from the one paddr kdamond: one memcg-filtered "
+           f"stat scheme for each of the N largest cgroups (pod containers first; at most "
+           f"{MAX_DAMON_CGROUPS}), where the kernel offers per-filter passed bytes (6.14+); "
+           "elsewhere said once and counted, and hot memory goes on as without it "
+           "(default 0: off)")
     a("--collector.damon.hot-threshold", dest="damon_hot_threshold", metavar="FRACTION",
       type=_fraction, default=0.05,
       help="a region is hot when accessed in at least this fraction of an aggregation "
@@ -417,6 +430,7 @@ def config_from_args(ns: argparse.Namespace, parser: argparse.ArgumentParser
         damon_hot_threshold=ns.damon_hot_threshold,
         damon_mode=ns.damon_mode,
         damon_yield_to_modules=ns.damon_yield_to_modules,
+        damon_cgroups=min(ns.damon_cgroups, MAX_DAMON_CGROUPS),
     ), web
 
 

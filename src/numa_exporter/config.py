@@ -10,6 +10,9 @@ from numa_exporter.roots import Roots
 
 DEFAULT_PORT = 10061
 
+# --collector.damon.cgroups: the most cgroups one paddr kdamond carries a scheme for (each
+# scheme walks the pages of the hot regions once per aggregation interval)
+MAX_DAMON_CGROUPS = 32
 
 @dataclass(frozen=True, slots=True)
 class HomePin:
@@ -76,6 +79,7 @@ class Config:
     damon_hot_threshold: float = 0.05
     damon_mode: str = "auto"  # auto, vaddr (per process) or paddr (per node, host-wide)
     damon_yield_to_modules: bool = False  # stop its kdamonds while a DAMON module is enabled
+    damon_cgroups: int = 0  # cgroups watched by the paddr kdamond's memcg schemes (6.14+)
 
     def accelerator_memory(self) -> dict[str, frozenset[int]]:
         """Return PCI address -> memory nodes declared by the accelerator pins."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import signal
 import sys
@@ -114,6 +115,7 @@ def hot_memory_monitor(config: Config) -> tuple[HotMemoryMonitor | None, Note | 
     if not config.enabled("damon"):
         return None, None
     from numa_exporter.readers.node_memory import read_node_ranges
+    from numa_exporter.sources.cgroupfs import CgroupFS
     from numa_exporter.sources.damon import DamonSettings, DamonSysfs, boot_id, damon_modules
     from numa_exporter.sources.move_pages import MovePages, MovePagesUnsupported
 
@@ -124,11 +126,15 @@ def hot_memory_monitor(config: Config) -> tuple[HotMemoryMonitor | None, Note | 
             return None, ("warning", "damon: hot memory unavailable (no move_pages to place "
                           "hot regions); everything else keeps serving", {"reason": str(exc)})
         query = None  # paddr needs none; auto without it: vaddr says so, counted
+    sample_us = max(1, round(config.damon_sample * 1e6))
+    aggr_us = max(1, round(config.damon_aggregation * 1e6))
     settings = DamonSettings(
-        sample_us=max(1, round(config.damon_sample * 1e6)),
-        aggr_us=max(1, round(config.damon_aggregation * 1e6)),
+        sample_us=sample_us, aggr_us=aggr_us,
         max_regions=max(config.damon_max_regions, 10), slots=config.damon_processes,
-        mode=config.damon_mode)
+        mode=config.damon_mode, cgroups=config.damon_cgroups,
+        # a cgroup scheme walks only the regions that count as hot
+        cgroup_min_accesses=max(1, math.ceil(config.damon_hot_threshold
+                                             * max(1, aggr_us // sample_us))))
     driver = DamonSysfs(config.roots.sysfs, config.damon_run_dir, settings,
                         boot_id(config.roots.procfs))
     sysfs = config.roots.sysfs
@@ -136,9 +142,11 @@ def hot_memory_monitor(config: Config) -> tuple[HotMemoryMonitor | None, Note | 
                                is_root=os.geteuid() == 0,
                                node_ranges=lambda: read_node_ranges(sysfs),
                                modules=lambda: damon_modules(sysfs),
-                               yield_to_modules=config.damon_yield_to_modules)
+                               yield_to_modules=config.damon_yield_to_modules,
+                               cgroup_exists=CgroupFS(sysfs).memcg_exists)
     return monitor, ("info", "damon: hot memory collector on",
                      {"mode": settings.mode, "processes": settings.slots,
+                      "cgroups": settings.cgroups,
                       "run_dir": str(config.damon_run_dir),
                       "yield_to_modules": config.damon_yield_to_modules,
                       "modules": {m.name: "enabled" if m.enabled else "disabled"

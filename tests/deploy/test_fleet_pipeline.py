@@ -255,6 +255,12 @@ NO_FLEET_DATA = {
         "numa_kubelet_pod_dra_device_info needs a dra_manager_state, which the kubernetes root "
         "lacks (its device-plugin GPUs are checked here); the kubernetes_dra root, whose pods "
         "share its names, is scraped in tests/collectors/test_kubernetes_dra_root.py",
+    "Hot memory per pod and node [A]":
+        "numa_cgroup_hot_memory_bytes needs --collector.damon.cgroups on a kernel with DAMON's "
+        "per-filter passed bytes (6.14+), which no fixture root has; the 7.3 guest reads it "
+        "(tests/realkernel/test_damon_cgroups_guest.py)",
+    "Hot remote ratio per pod [A]":
+        "numa_cgroup_hot_remote_memory_ratio: as above",
 }
 
 

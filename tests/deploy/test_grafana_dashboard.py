@@ -212,7 +212,8 @@ def test_dashboard_covers_the_required_views() -> None:
                    'numa_exporter_processes{instance=~"$instance"}',
                    "numa_process_kubernetes_info", "numa_kubernetes_container_assigned_nodes_info",
                    "numa_kubelet_pod_dra_device_info", 'reason=~"kubelet_.+"',
-                   "numa_node_reclaim_scanned_pages_total"):
+                   "numa_node_reclaim_scanned_pages_total", "numa_cgroup_hot_memory_bytes",
+                   "numa_cgroup_hot_remote_memory_ratio"):
         assert needed in exprs, needed
 
 

@@ -122,6 +122,15 @@ PARSE_ONLY = {
         "guest's test_damon_guest; this host's DAMON belongs to its own reclaim)",
     ("Hot and idle memory by node, host-wide", "B"):
         "numa_node_idle_memory_bytes: as above",
+    ("Hot memory per pod and node", "A"):
+        "numa_cgroup_hot_memory_bytes: only --collector.damon.cgroups on a kernel with DAMON's "
+        "per-filter passed bytes (6.14+: the 7.3 guest's test_damon_cgroups_guest)",
+    ("Hot memory per pod and node", "B"):
+        "numa_cgroup_hot_memory_bytes: as above",
+    ("Hot remote ratio per pod", "A"):
+        "numa_cgroup_hot_remote_memory_ratio: as above",
+    ("Hot remote ratio per pod", "B"):
+        "numa_cgroup_hot_remote_memory_ratio: as above",
 }
 
 

@@ -40,7 +40,7 @@ EXPECTED_ALERTS = {
     "NumaExporterDown", "NumaExporterScanStale", "NumaExporterScanSlow",
     "NumaExporterParseErrors", "NumaExporterPermissionDenied", "NumaProcessMemoryOffPolicyNodes",
     "NumaProcessScanStale", "NumaExporterWebRefusing", "NumaProcessRemoteAccessesWhilePlacedLocal",
-    "NumaProcessHotMemoryRemote",
+    "NumaProcessHotMemoryRemote", "NumaCgroupHotMemoryRemote",
     "NumaProcessThreadsOutsideBinding",
 }
 def alerts() -> dict[str, dict[str, Any]]:

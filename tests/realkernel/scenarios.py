@@ -164,9 +164,12 @@ BY_NAME: dict[str, Scenario] = {s.name: s for s in SCENARIOS}
 #: hugetlb_remote            89 s         79 s       (named runs only)
 #: cgroup_cpuset             138 s        110 s      (named runs only)
 #: damon_guest               skip         548 s      (named runs only)
+#: damon_cgroups_guest       skip         361-570 s  (default on 7.3; 6.12 boots and skips:
+#:                                                    no per-filter passed bytes)
 #: ========================  ===========  ==========
 #:
-#: Default: about 330 s on 5.10 and 340-380 s on 7.3, ~12 minutes with a feature probe boot
+#: Default: about 330 s on 5.10 and 700-740 s on 7.3 (damon_cgroups_guest 361 s of it), ~18
+#: minutes with a feature probe boot
 #: per kernel (~10 s). Left to named runs, with what covers them by default: thp_remote,
 #: hugetlb_remote, cgroup_cpuset (numa_maps tokens, hugetlb and cgroup files: parsed from the
 #: 5.10 and 7.3 captures in tests/realkernel/test_fixtures.py; all passed here on both),
@@ -188,6 +191,8 @@ EDGE_UNITS: dict[str, dict[str, str]] = {
         "sampled": "PAGEMAP_SCAN and PROCMAP_QUERY answers of the newest kernel",
         "weighted_guest": "weighted interleave's auto mode (6.16+)",
         "node3_remote": "the vDSO data page ([vvar]) 7.x maps into every process",
+        "damon_cgroups_guest": "hot memory per cgroup and node: DAMON's per-filter passed "
+                               "bytes (6.14+), which only 7.3 of the four has",
     },
 }
 #: guest modules that 6.12 leaves out of the default run too (it runs on 6.1; named runs

@@ -22,6 +22,20 @@ What is modelled (function names of mm/damon/sysfs.c):
   write while another writer holds ``damon_sysfs_lock`` (``mutex_trylock``) is EBUSY. Reads
   show ``on``/``off`` and the kdamond's pid or -1.
 * a vaddr kdamond stops by itself when its target exits (``kdamond_need_stop()``).
+* ``generation`` ``7.3`` (as its tree in tests/fixtures/damon_sysfs/7.3.txt, and as measured
+  in the 7.3 guest): each scheme has ``filters``, ``core_filters`` and ``ops_filters``
+  (``nr_filters`` makes ``<i>/{type,matching,allow,memcg_path}``, type ``anon``, ``N``,
+  ``N``, empty; ``memcg`` written to a ``core_filters`` type is EINVAL) and
+  ``stats/sz_ops_filter_passed``; each tried region has ``sz_filter_passed``: for a scheme
+  with one memcg filter, the bytes of the region that pass it (``memcgs``: path -> the
+  physical ``[start, end)`` ranges charged to it; a page the filter matches, in the memcg
+  with ``matching`` Y or outside it with N, passes as its ``allow`` says, any other as the
+  opposite of the last filter's ``allow``, as 6.15+ does), else 0; a scheme's tried
+  regions are the regions whose ``nr_accesses`` lie in its access pattern. An ``on`` with a
+  memcg filter naming a path not in ``memcgs`` fails with ENOMEM (measured on 7.3: no such
+  cgroup, or one without the memory controller); a cgroup removed while the kdamond runs
+  leaves it running. ``6.12``: only ``filters`` (no ``allow``), no ``sz_ops_filter_passed``,
+  regions without ``sz_filter_passed``.
 """
 
 from __future__ import annotations
@@ -62,7 +76,11 @@ class Kdamond:
 class FakeDamon:
     """The fake kernel behind one sysfs tree; ``alive`` holds the pids that exist."""
 
-    def __init__(self, sysfs: Path, alive: Sequence[int] = ()) -> None:
+    def __init__(self, sysfs: Path, alive: Sequence[int] = (), generation: str = "6.12"
+                 ) -> None:
+        self.generation = generation
+        # memcg path -> the physical [start, end) ranges charged to it (7.3 filters)
+        self.memcgs: dict[str, list[tuple[int, int]]] = {}
         self.admin = sysfs / "kernel" / "mm" / "damon" / "admin"
         self.kd = self.admin / "kdamonds"
         self.kd.mkdir(parents=True, exist_ok=True)
@@ -144,6 +162,19 @@ class FakeDamon:
             self._put(d / "access_pattern" / name / "max", str(hi))
         (d / "tried_regions").mkdir(parents=True, exist_ok=True)
         self._put(d / "tried_regions/total_bytes", "0")
+        self._put(d / "stats/nr_tried", "0")
+        dirs = ("filters",)
+        if self.generation != "6.12":
+            self._put(d / "stats/sz_ops_filter_passed", "0")
+            dirs = ("filters", "core_filters", "ops_filters")
+        for name in dirs:
+            self._put(d / name / "nr_filters", "0")
+
+    def _make_filter(self, d: Path) -> None:
+        for name, text in (("type", "anon"), ("matching", "N"), ("memcg_path", "")):
+            self._put(d / name, text)
+        if self.generation != "6.12":
+            self._put(d / "allow", "N")
 
     def _running_any(self) -> bool:
         return any(k.running for k in self.kdamonds)
@@ -174,6 +205,10 @@ class FakeDamon:
             self._mkdirs(self._dir(i) / "contexts/0/targets", int(v), self._make_target)
         elif tail.endswith("schemes/nr_schemes"):
             self._mkdirs(self._dir(i) / "contexts/0/schemes", int(v), self._make_scheme)
+        elif tail.endswith("/nr_filters"):
+            self._mkdirs((self.kd / rel).parent, int(v), self._make_filter)
+        elif "/core_filters/" in tail and tail.endswith("/type") and v == "memcg":
+            raise OSError(errno.EINVAL, "Invalid argument")  # a core layer filter type only
         elif tail.endswith("regions/nr_regions"):
             base = self._dir(i) / "contexts/0/targets/0/regions"
 
@@ -197,6 +232,9 @@ class FakeDamon:
             ops = (self._dir(i) / "contexts/0/operations").read_text().strip()
             if ops == "vaddr" and self._target(i) not in self.alive:
                 raise OSError(errno.EINVAL, "Invalid argument")  # find_get_pid() failed
+            for memcg in self._filters(i).values():
+                if memcg is not None and memcg[0] not in self.memcgs:
+                    raise OSError(errno.ENOMEM, "Cannot allocate memory")  # no such memcg
             if self.exclusive_errno is not None:  # damon_start(): an exclusive ctx runs
                 raise OSError(self.exclusive_errno, os.strerror(self.exclusive_errno))
             k.running = k.started = True
@@ -216,26 +254,70 @@ class FakeDamon:
         else:
             raise OSError(errno.EINVAL, "Invalid argument")
 
+    def _filters(self, i: int) -> dict[int, tuple[str, bool, bool] | None]:
+        """Return scheme index -> (memcg path, matching, allow) of its one memcg filter
+        (None: none)."""
+        schemes = self._dir(i) / "contexts/0/schemes"
+        out: dict[int, tuple[str, bool, bool] | None] = {}
+        for d in sorted((p for p in schemes.iterdir() if p.name.isdigit()),
+                        key=lambda p: int(p.name)):
+            found = None
+            for name in ("filters", "ops_filters"):
+                f = d / name / "0"
+                if (f / "type").exists() and (f / "type").read_text().strip() == "memcg":
+                    found = ((f / "memcg_path").read_text().strip(),
+                             (f / "matching").read_text().strip() == "Y",
+                             (f / "allow").exists()
+                             and (f / "allow").read_text().strip() == "Y")
+            out[int(d.name)] = found
+        return out
+
+    def _passed(self, memcg: tuple[str, bool, bool] | None, start: int, end: int) -> int:
+        """Return the bytes of [start, end) that pass the scheme's memcg filter (0 without
+        one; the region's bytes outside the memcg count as other memcgs' pages)."""
+        if memcg is None:
+            return 0
+        path, matching, allow = memcg
+        inside = sum(max(0, min(end, hi) - max(start, lo))
+                     for lo, hi in self.memcgs.get(path, []))
+        outside = (end - start) - inside
+        default = not allow  # 6.15+: pages no filter matched
+        return ((inside if (allow if matching else default) else 0)
+                + (outside if (default if matching else allow) else 0))
+
     def _tried(self, i: int) -> None:
-        base = self._dir(i) / "contexts/0/schemes/0/tried_regions"
-        for old in base.iterdir():
-            if old.is_dir():
-                shutil.rmtree(old)
-        total = 0
         regions = self.regions.get(i, [])
         if self.empty_updates > 0:
             self.empty_updates -= 1
             regions = []
         self.updates += 1
-        for j, (start, end, acc, age) in enumerate(regions):
-            d = base / str(j)
-            d.mkdir()
-            for name, val in (("start", start), ("end", end), ("nr_accesses", acc),
-                              ("age", age), ("sz_filter_passed", 0)):
-                (d / name).write_text(f"{val}\n")
-            if isinstance(start, int) and isinstance(end, int):
-                total += max(0, end - start)
-        self._put(base / "total_bytes", str(total))
+        schemes = self._dir(i) / "contexts/0/schemes"
+        for n, memcg in self._filters(i).items():
+            scheme = schemes / str(n)
+            base = scheme / "tried_regions"
+            for old in base.iterdir():
+                if old.is_dir():
+                    shutil.rmtree(old)
+            lo = int((scheme / "access_pattern/nr_accesses/min").read_text())
+            hi = int((scheme / "access_pattern/nr_accesses/max").read_text())
+            total = j = 0
+            for start, end, acc, age in regions:
+                if isinstance(acc, int) and not lo <= acc <= hi:
+                    continue
+                d = base / str(j)
+                d.mkdir()
+                j += 1
+                values: list[tuple[str, object]] = [
+                    ("start", start), ("end", end), ("nr_accesses", acc), ("age", age)]
+                if self.generation != "6.12":
+                    passed = (self._passed(memcg, start, end)
+                              if isinstance(start, int) and isinstance(end, int) else 0)
+                    values.append(("sz_filter_passed", passed))
+                for name, val in values:
+                    (d / name).write_text(f"{val}\n")
+                if isinstance(start, int) and isinstance(end, int):
+                    total += max(0, end - start)
+            self._put(base / "total_bytes", str(total))
 
     # --- plumbing -------------------------------------------------------------------------
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,9 +40,22 @@ def test_every_path_the_driver_uses_is_there(generation: str) -> None:
     assert not missing, (generation, missing)
 
 
+#: what the driver's cgroup schemes (--collector.damon.cgroups) write and read besides: the
+#: per-filter bytes it detects them by, and one memcg filter in ops_filters (a region's
+#: sz_filter_passed is read from tried regions, which neither capture holds)
+CGROUP_PATHS = (
+    CTX + "schemes/0/stats/sz_ops_filter_passed", CTX + "schemes/0/ops_filters/nr_filters",
+    *(CTX + f"schemes/0/ops_filters/0/{f}" for f in ("type", "memcg_path", "matching",
+                                                      "allow")),
+)
+
+
 def test_73_only_adds_to_612() -> None:
-    """7.3 removes nothing of 6.12's tree; what it adds (intervals goals, core and ops
-    filters, per-scheme sz_ops_filter_passed, ...) the driver does not need."""
+    """7.3 removes nothing of 6.12's tree; of what it adds (intervals goals, core and ops
+    filters, per-scheme sz_ops_filter_passed, ...) the driver needs only its cgroup schemes'
+    files, and 6.12 lacks the file they are detected by."""
     old, new = _tree("6.12"), _tree("7.3")
     assert old <= new, sorted(old - new)
     assert CTX + "schemes/0/stats/sz_ops_filter_passed" in new - old
+    assert [p for p in CGROUP_PATHS if p not in new] == []
+    assert CGROUP_PATHS[0] not in old  # 6.12: cgroups unsupported, said and counted

@@ -10,6 +10,7 @@ from prometheus_client.core import Metric
 from numa_exporter.collectors.spec import MetricSpec
 from numa_exporter.model.hot_memory import EVENTS, hot_remote_ratio
 from numa_exporter.model.snapshot import Snapshot
+from numa_exporter.parsers.text import label_text
 
 from .base import CollectorDef
 from .families import family
@@ -42,6 +43,22 @@ NODE_IDLE = MetricSpec(
     "Bytes of the node's memory that DAMON saw not accessed at all in its last aggregation "
     "interval, host-wide (paddr mode, as numa_node_hot_memory_bytes). Free memory counts as "
     "idle.", ("node",))
+CGROUP_HOT = MetricSpec(
+    "numa_cgroup_hot_memory_bytes", "gauge",
+    "Bytes charged to the cgroup that DAMON saw accessed in its last aggregation interval "
+    "(--collector.damon.hot-threshold of the samples), by the node they are on: one "
+    "physical-address kdamond with a memcg-filtered stat scheme per watched cgroup "
+    "(--collector.damon.cgroups: the largest, pod containers first), each hot region's "
+    "sz_filter_passed split over the nodes the region lies on. Pages charged to the cgroup "
+    "itself, not to its children. Kernels with per-filter passed bytes only (6.14+); pods "
+    "are named through numa_cgroup_kubernetes_info (join on cgroup).",
+    ("cgroup", "node"))
+CGROUP_HOT_REMOTE = MetricSpec(
+    "numa_cgroup_hot_remote_memory_ratio", "gauge",
+    "Share of the cgroup's hot bytes (numa_cgroup_hot_memory_bytes) on nodes outside its "
+    "allowed nodes: the kubelet's assignment of its containers, else the nodes of the CPUs "
+    "its processes may run on, else its cpuset.mems.effective; 0-1. Absent without hot "
+    "bytes, and where every node is allowed.", ("cgroup",))
 UP = MetricSpec(
     "numa_exporter_damon_up", "gauge",
     "1 while the exporter's own kdamonds monitor; 0 when DAMON cannot be used (reason in "
@@ -65,7 +82,10 @@ EVENTS_TOTAL = MetricSpec(
     "or cut at the highest user address, 2^56), hot_bytes_clamped (hot bytes above the "
     "process's resident bytes, cut to them), module_refused (a kernel DAMON module was "
     "enabled while an exporter kdamond ran: refused; once per episode), yielded (the "
-    "exporter's kdamonds stopped for a module, --collector.damon.yield-to-modules).",
+    "exporter's kdamonds stopped for a module, --collector.damon.yield-to-modules), "
+    "cgroup_gone (a watched cgroup was removed; its scheme dropped), cgroups_unsupported "
+    "(--collector.damon.cgroups asked for on a kernel without per-filter passed bytes, "
+    "or with the kdamonds in vaddr mode; once per start, hot memory goes on without it).",
     ("event",),
     bounds=(("event", len(EVENTS)),))
 
@@ -78,8 +98,8 @@ MODULE_BLOCKED = MetricSpec(
     "--collector.damon.yield-to-modules makes way for an enabled module.",
     ("module",), bounds=(("module", 3),))
 
-SPECS = (HOT_BYTES, HOT_STDERR, HOT_REMOTE, NODE_HOT, NODE_IDLE, UP, UNAVAILABLE, EVENTS_TOTAL,
-         MODULE_BLOCKED)
+SPECS = (HOT_BYTES, HOT_STDERR, HOT_REMOTE, NODE_HOT, NODE_IDLE, CGROUP_HOT, CGROUP_HOT_REMOTE,
+         UP, UNAVAILABLE, EVENTS_TOTAL, MODULE_BLOCKED)
 
 
 def emit(snap: Snapshot) -> Iterator[Metric]:
@@ -87,7 +107,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
     st = snap.damon
     if st is None:
         return
-    hb, he, hr, nh, ni, up, un, ev, mr = (family(s) for s in SPECS)
+    hb, he, hr, nh, ni, ch, cr, up, un, ev, mr = (family(s) for s in SPECS)
     for p in snap.processes:
         if p.hot is None:
             continue
@@ -102,6 +122,13 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
             nh.add_metric([str(node)], b)
         for node, b in sorted(st.nodes.idle.items()):
             ni.add_metric([str(node)], b)
+    homes = st.homes or {}
+    for path, c in sorted((st.cgroups or {}).items()):
+        for node, b in sorted(c.bytes_by_node.items()):
+            ch.add_metric([label_text(path), str(node)], b)
+        ratio = hot_remote_ratio(c.bytes_by_node, homes.get(path, frozenset()))
+        if ratio is not None:
+            cr.add_metric([label_text(path)], ratio)
     up.add_metric([], 1 if st.state == "monitoring" else 0)
     for reason, n in sorted((st.unavailable or {}).items()):
         un.add_metric([reason], n)
@@ -110,7 +137,7 @@ def emit(snap: Snapshot) -> Iterator[Metric]:
         ev.add_metric([event], events.get(event, 0))
     for module, blocked in sorted((st.modules_blocked or {}).items()):
         mr.add_metric([module], 1 if blocked else 0)
-    yield from (hb, he, hr, nh, ni, up, un, ev, mr)
+    yield from (hb, he, hr, nh, ni, ch, cr, up, un, ev, mr)
 
 
 COLLECTOR = CollectorDef(

@@ -39,14 +39,32 @@ class HotMemory:
     clamped: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class CgroupHotMemory:
+    """One cgroup's hot bytes by node, from the cgroup's filtered scheme of the paddr
+    kdamond: the bytes charged to the cgroup (``sz_filter_passed``) of each hot region,
+    split over the nodes the region lies on. ``hot_regions`` counts the hot regions read,
+    ``refused_regions`` those refused for unsound values; ``monotonic`` is when it was read.
+    """
+
+    path: str
+    bytes_by_node: dict[int, float] = field(default_factory=dict)
+    hot_regions: int = 0
+    refused_regions: int = 0
+    monotonic: float = 0.0
+
+
 # what the hot-memory worker counts (numa_exporter_damon_events_total{event}): a watched
 # process that exited (replaced by the next in the same round); an own kdamond that
 # something else stopped, started again; regions refused for unsound values or cut at
 # TASK_SIZE_MAX; hot bytes cut to the process's resident bytes; a kernel DAMON module asked
 # to run while an exporter kdamond ran (one episode each); the exporter's kdamonds stopped
 # to make way for a module (--collector.damon.yield-to-modules)
+# (--collector.damon.cgroups) a watched cgroup found gone (its scheme dropped); per-cgroup
+# hot memory asked for where the kernel offers no per-filter bytes or DAMON runs vaddr
+# (once per start: today's behaviour goes on)
 EVENTS = ("target_exited", "kdamond_restarted", "regions_refused", "hot_bytes_clamped",
-          "module_refused", "yielded")
+          "module_refused", "yielded", "cgroup_gone", "cgroups_unsupported")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +84,10 @@ class DamonStatus:
     # the kernel's DAMON modules present: name -> blocked (not running while an exporter
     # kdamond runs: enabling it fails now)
     modules_blocked: dict[str, bool] | None = None
+    # --collector.damon.cgroups: each watched cgroup's hot bytes by node (worker), and the
+    # nodes its hot bytes count as local against (the scan's join)
+    cgroups: dict[str, CgroupHotMemory] | None = None
+    homes: dict[str, frozenset[int]] | None = None
 
 
 def is_hot(nr_accesses: int, max_accesses: int, threshold: float) -> bool:
@@ -140,6 +162,35 @@ def bytes_by_node(start: int, end: int, ranges: Sequence[NodeRange]) -> dict[int
         if hi > lo:
             out[r.node] = out.get(r.node, 0.0) + (hi - lo)
     return out
+
+
+def passed_by_node(start: int, end: int, passed: int, ranges: Sequence[NodeRange]
+                   ) -> dict[int, float]:
+    """Return the ``passed`` bytes of region ``[start, end)`` (the bytes of it a filter let
+    through, at most its size) split over the nodes in proportion to the region's bytes
+    in each node's ranges (bytes outside every range count for none)."""
+    size = end - start
+    if size <= 0 or passed <= 0:
+        return {}
+    share = min(passed, size) / size
+    return {n: b * share for n, b in bytes_by_node(start, end, ranges).items()}
+
+
+def cgroup_home(kubelet: frozenset[int], cpu_nodes: frozenset[int],
+                mem_nodes: frozenset[int], all_cpu_nodes: frozenset[int],
+                all_mem_nodes: frozenset[int]) -> frozenset[int]:
+    """Return the nodes a cgroup's hot bytes count as local against: the kubelet's
+    assignment of its containers; else the nodes of the CPUs its processes may run on
+    (cpuset), where narrower than every node with CPUs; else the nodes it may allocate
+    from (``cpuset.mems.effective``), where narrower than every memory node; else none
+    (its hot remote ratio is then absent: every node is allowed)."""
+    if kubelet:
+        return kubelet
+    if cpu_nodes and all_cpu_nodes and cpu_nodes < all_cpu_nodes:
+        return cpu_nodes
+    if mem_nodes and all_mem_nodes and mem_nodes < all_mem_nodes:
+        return mem_nodes
+    return frozenset()
 
 
 @dataclass(frozen=True, slots=True)

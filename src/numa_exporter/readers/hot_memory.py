@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from numa_exporter.model.hot_memory import (
     TASK_SIZE_MAX,
+    CgroupHotMemory,
     HotMemory,
     NodeHotMemory,
     NodeRange,
@@ -18,6 +19,7 @@ from numa_exporter.model.hot_memory import (
     census_estimate,
     is_hot,
     node_fractions,
+    passed_by_node,
     pps_estimate,
     sample_addresses,
     systematic_pps,
@@ -91,3 +93,17 @@ def node_hot_idle(regions: Sequence[Region], ranges: Sequence[NodeRange], max_ac
         elif r.nr_accesses == 0:
             idle.append(bytes_by_node(r.start, r.end, ranges))
     return NodeHotMemory(add_bytes(hot), add_bytes(idle), len(regions), now)
+
+
+def cgroup_hot(path: str, regions: Sequence[Region], ranges: Sequence[NodeRange],
+               max_accesses: int, threshold: float, now: float, refused: int = 0
+               ) -> CgroupHotMemory:
+    """Return one cgroup's hot bytes by node from its filtered scheme's regions: each hot
+    region's ``passed`` bytes (those charged to the cgroup, at most the region's size)
+    split over the nodes the region lies on, every node of ``ranges`` present (0: a
+    watched cgroup with nothing hot there); ``refused`` counts the regions the driver
+    refused."""
+    parts = [passed_by_node(r.start, r.end, r.passed or 0, ranges) for r in regions
+             if r.end > r.start and is_hot(r.nr_accesses, max_accesses, threshold)]
+    zero: dict[int, float] = {r.node: 0.0 for r in ranges}
+    return CgroupHotMemory(path, add_bytes([zero, *parts]), len(parts), refused, now)

@@ -1,8 +1,15 @@
 """The hot-memory worker (``--collector.damon``): a thread that keeps the exporter's own
 kdamonds on the largest watched processes (vaddr) or on every node's physical memory
 (paddr) and reads their regions, off the scan thread's critical path (a region read blocks
-about one aggregation interval). The scan only hands it the processes it watches and takes
-its last result."""
+about one aggregation interval). The scan only hands it the processes (and, with
+``--collector.damon.cgroups``, the cgroups) it watches and takes its last result.
+
+Per-cgroup hot memory (``--collector.damon.cgroups N``): where the kernel offers per-filter
+passed bytes (6.14+, read from sysfs), the paddr kdamond carries one memcg-filtered stat
+scheme per watched cgroup (the N largest by resident bytes of their scanned processes,
+pod containers first); the set is chosen again every RESELECT_S, or at once when a watched
+cgroup is gone. Where the kernel lacks them (6.12 and older) the worker says so once,
+counts ``cgroups_unsupported`` and goes on as without the flag."""
 
 from __future__ import annotations
 
@@ -13,10 +20,24 @@ from dataclasses import dataclass, field, replace
 
 import structlog
 
-from numa_exporter.model.hot_memory import DamonStatus, HotMemory, NodeHotMemory, NodeRange
+from numa_exporter.model.hot_memory import (
+    CgroupHotMemory,
+    DamonStatus,
+    HotMemory,
+    NodeHotMemory,
+    NodeRange,
+    cgroup_home,
+)
 from numa_exporter.model.snapshot import ProcessSample
-from numa_exporter.readers.hot_memory import QueryFn, node_hot_idle, place_hot_regions
+from numa_exporter.model.topology import Topology
+from numa_exporter.readers.hot_memory import (
+    QueryFn,
+    cgroup_hot,
+    node_hot_idle,
+    place_hot_regions,
+)
 from numa_exporter.sources.damon import (
+    CgroupGone,
     DamonModule,
     DamonSettings,
     DamonSysfs,
@@ -36,6 +57,7 @@ SPARE_CANDIDATES = 4  # processes named beyond one per kdamond: the next when on
 # all been empty)
 EMPTY_READ_RETRIES = 2
 MAX_AGE_ROUNDS = 10  # hot memory older than this many rounds (at least 10 s) is not joined
+RESELECT_S = 60.0  # the watched cgroups are chosen again this often (at once when one goes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +79,14 @@ class HotMemoryMonitor:
                  threshold: float, period_s: float = 1.0, is_root: bool = True,
                  node_ranges: Callable[[], list[NodeRange]] = list,
                  modules: Callable[[], list[DamonModule]] = list,
-                 yield_to_modules: bool = False) -> None:
+                 yield_to_modules: bool = False,
+                 cgroup_exists: Callable[[str], bool] = lambda _: True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.driver = driver
+        self.cgroup_exists = cgroup_exists  # whether a cgroup path exists (cgroupfs)
+        self.clock = clock
+        self._wanted_cgroups: list[str] = []  # candidates, most important first
+        self._selected_at: float | None = None  # when the watched cgroups were chosen
         self.modules = modules  # the kernel's DAMON modules, read each round
         self.yield_to_modules = yield_to_modules
         self._refused: dict[str, bool] = {}  # module -> blocked by an exporter kdamond now
@@ -91,6 +119,12 @@ class HotMemoryMonitor:
         more to move on to when one exits."""
         with self._lock:
             self._wanted = list(processes[: self.settings.slots + SPARE_CANDIDATES])
+
+    def want_cgroups(self, paths: Sequence[str]) -> None:
+        """Name the cgroups to watch (``--collector.damon.cgroups``), most important
+        first; the worker takes the first that exist, up to the flag's count."""
+        with self._lock:
+            self._wanted_cgroups = list(paths[: 2 * self.settings.cgroups])
 
     def status(self) -> DamonStatus:
         """Return the worker's last result (never blocks on DAMON)."""
@@ -128,13 +162,14 @@ class HotMemoryMonitor:
 
     # --- worker thread --------------------------------------------------------------------
     def _publish(self, state: str, hot: dict[int, HotMemory] | None = None,
-                 nodes: NodeHotMemory | None = None) -> None:
+                 nodes: NodeHotMemory | None = None,
+                 cgroups: dict[str, CgroupHotMemory] | None = None) -> None:
         """Make the status the scan takes next (worker thread)."""
         with self._lock:
             self._status = DamonStatus(state, hot if hot is not None else {},
                                        dict(self._unavailable), nodes,
                                        monotonic=time.monotonic(), events=dict(self._events),
-                                       modules_blocked=dict(self._refused))
+                                       modules_blocked=dict(self._refused), cgroups=cgroups)
 
     def _unavailable_now(self, reason: str, detail: str) -> None:
         with self._lock:  # the scan thread counts "stalled" in the same map
@@ -169,6 +204,7 @@ class HotMemoryMonitor:
                 self._assigned.clear()
                 self._ranges = []
                 self.driver.claim()
+                self._check_cgroups_offered()
             self.round()
             self._check_modules(mods)
             return self.period_s
@@ -177,6 +213,22 @@ class HotMemoryMonitor:
         except Exception as exc:  # a bug here costs hot memory, never the daemon
             self._unavailable_now("error", f"{type(exc).__name__}: {exc}")
         return RETRY_S
+
+    def _check_cgroups_offered(self) -> None:
+        """Say once, and count once, that per-cgroup hot memory was asked for where it
+        cannot be had: the kernel offers no per-filter passed bytes (before 6.14), or the
+        kdamonds run vaddr (a forced mode); what it did before goes on."""
+        if not self.settings.cgroups or "cgroups_unsupported" in self._said:
+            return
+        if self.driver.filter_bytes and self.driver.ops == "paddr":
+            return
+        self._count("cgroups_unsupported")
+        why = ("the kernel offers no per-filter passed bytes (sz_filter_passed, 6.14+)"
+               if not self.driver.filter_bytes else
+               f"the exporter's kdamonds run {self.driver.ops} (--collector.damon.mode)")
+        self._say_once("cgroups_unsupported", "damon: per-cgroup hot memory "
+                       "(--collector.damon.cgroups) unavailable; hot memory goes on as "
+                       "without it", reason=why)
 
     def _read_modules(self) -> list[DamonModule]:
         """Return the kernel's DAMON modules (none when they cannot be read)."""
@@ -342,28 +394,99 @@ class HotMemoryMonitor:
             self._said.add(key)
             log.warning(message, **kw)
 
+    def _cgroups_to_watch(self) -> list[str] | None:
+        """Return the cgroups the paddr kdamond should carry now, or None to keep those it
+        has: the first existing candidates up to the flag's count, chosen again every
+        RESELECT_S or at once when a watched one is gone (counted)."""
+        if not (self.settings.cgroups and self.driver.filter_bytes):
+            return None
+        with self._lock:
+            wanted = list(self._wanted_cgroups)
+        now = self.clock()
+        current = self.driver.cgroups
+        gone = [c for c in current if not self.cgroup_exists(c)]
+        due = self._selected_at is None or now - self._selected_at >= RESELECT_S
+        if not gone and not due and (current or not wanted):
+            return None
+        for _ in gone:
+            self._count("cgroup_gone")
+        pick = [c for c in wanted if c not in gone and self.cgroup_exists(c)]
+        pick = pick[: self.settings.cgroups]
+        self._selected_at = now
+        return None if pick == current else pick
+
+    def _watch_physical(self, slot: int, ranges: list[NodeRange],
+                        cgroups: list[str] | None) -> None:
+        """Start the paddr kdamond on ``ranges`` with ``cgroups`` (None: those it has); a
+        start refused for a cgroup that went meanwhile is made again without the gone ones
+        (counted), and without any cgroup when none is found gone."""
+        spans = [(r.start, r.end) for r in ranges]
+        try:
+            self.driver.watch_physical(slot, spans, cgroups)
+        except CgroupGone as exc:
+            keep = [c for c in exc.cgroups if self.cgroup_exists(c)]
+            for _ in range(len(exc.cgroups) - len(keep)):
+                self._count("cgroup_gone")
+            if keep == exc.cgroups:
+                keep = []
+                self._say_once("cgroup_start_refused", "damon: the kernel refused the "
+                               "cgroup schemes of cgroups that all exist; hot memory per "
+                               "cgroup left out until they are chosen again",
+                               detail=str(exc))
+            self._selected_at = self.clock()
+            self.driver.watch_physical(slot, spans, keep)
+
     def round_physical(self) -> None:
-        """Keep the paddr kdamond on every node's memory and read the host's hot and idle
-        bytes by node. Raises DamonUnavailable ``absent`` without memory blocks in sysfs."""
+        """Keep the paddr kdamond on every node's memory (with one filtered scheme per
+        watched cgroup) and read the host's hot and idle bytes by node and each watched
+        cgroup's hot bytes by node. Raises DamonUnavailable ``absent`` without memory
+        blocks in sysfs."""
         slot = self.driver.slots[0]
-        if not self._ranges:
-            ranges = self.node_ranges()
+        pick = self._cgroups_to_watch()
+        if not self._ranges or pick is not None:
+            ranges = self._ranges or self.node_ranges()
             if not ranges:
                 raise DamonUnavailable("absent", "no node memory blocks under sysfs "
                                        "(devices/system/node/node<N>/memory<M>)")
-            self.driver.watch_physical(slot, [(r.start, r.end) for r in ranges])
+            self._watch_physical(slot, ranges, pick)
             self._ranges = ranges
         try:
-            regions = self._read(slot).regions
+            reads = self._read_schemes(slot)
         except KdamondStopped:  # something else stopped it: start it again, once
-            self.driver.watch_physical(slot, [(r.start, r.end) for r in self._ranges])
+            self._watch_physical(slot, self._ranges, None)
             self._count("kdamond_restarted")
             log.warning("damon: the exporter's paddr kdamond was stopped from outside; "
                         "started again", slot=slot)
-            regions = self._read(slot).regions
-        nodes = node_hot_idle(regions, self._ranges, self.settings.max_accesses,
-                              self.threshold, time.monotonic())
-        self._publish("monitoring", nodes=nodes)
+            reads = self._read_schemes(slot)
+        now = time.monotonic()
+        nodes = node_hot_idle(reads[0].regions, self._ranges, self.settings.max_accesses,
+                              self.threshold, now)
+        cgroups: dict[str, CgroupHotMemory] | None = None
+        if self.settings.cgroups and self.driver.filter_bytes:
+            cgroups = {}
+            for path, read in zip(self.driver.cgroups, reads[1:], strict=False):
+                cgroups[path] = cgroup_hot(path, read.regions, self._ranges,
+                                           self.settings.max_accesses, self.threshold, now,
+                                           refused=read.refused)
+                if read.refused:
+                    with self._lock:
+                        self._events["regions_refused"] = (
+                            self._events.get("regions_refused", 0) + read.refused)
+                    self._say_once("regions_refused", "damon: regions with values no "
+                                   "process can have were refused (counted)", cgroup=path,
+                                   refused=read.refused)
+        self._publish("monitoring", nodes=nodes, cgroups=cgroups)
+
+    def _read_schemes(self, slot: int) -> list[RegionRead]:
+        """Return one read of every scheme of the paddr kdamond ``slot``; a read whose
+        unfiltered scheme has no region at all is made again, at most EMPTY_READ_RETRIES
+        times."""
+        reads = self.driver.read_schemes(slot)
+        for _ in range(EMPTY_READ_RETRIES):
+            if reads[0].regions or reads[0].refused:
+                break
+            reads = self.driver.read_schemes(slot)
+        return reads
 
 
 def join_hot(monitor: HotMemoryMonitor, samples: list[ProcessSample]
@@ -384,3 +507,60 @@ def join_hot(monitor: HotMemoryMonitor, samples: list[ProcessSample]
     largest = sorted(samples, key=lambda s: s.rss_bytes, reverse=True)
     monitor.want([Watched(s.pid, s.start_time, s.rss_bytes) for s in largest])
     return out, status
+
+
+def cgroup_candidates(samples: Sequence[ProcessSample]) -> list[str]:
+    """Return the cgroups of the scanned processes, most important first: pod containers
+    before other cgroups, each group by the resident bytes of its processes, largest
+    first (the root cgroup and processes without a cgroup left out)."""
+    rss: dict[str, int] = {}
+    pod: set[str] = set()
+    for s in samples:
+        path = s.kubernetes_cgroup or s.cgroup
+        if not path or path == "/":
+            continue
+        rss[path] = rss.get(path, 0) + max(0, s.rss_bytes)
+        if s.kubernetes is not None:
+            pod.add(path)
+    return sorted(rss, key=lambda p: (p not in pod, -rss[p], p))
+
+
+def cgroup_homes(samples: Sequence[ProcessSample], paths: Sequence[str],
+                 topology: Topology, memory_nodes: frozenset[int] | None
+                 ) -> dict[str, frozenset[int]]:
+    """Return, for each cgroup of ``paths``, the nodes its hot bytes count as local
+    against (model/hot_memory.py ``cgroup_home``), from its scanned processes: the nodes
+    the kubelet assigned them (their home's source ``kubelet``), the nodes of the CPUs
+    they may run on, the nodes they may allocate from."""
+    want = set(paths)
+    kubelet: dict[str, set[int]] = {}
+    cpus: dict[str, set[int]] = {}
+    mems: dict[str, set[int]] = {}
+    for s in samples:
+        path = s.kubernetes_cgroup or s.cgroup
+        if path not in want or path is None:
+            continue
+        if s.home.source == "kubelet":
+            kubelet.setdefault(path, set()).update(s.home.nodes)
+        if s.cpus_allowed:
+            cpus.setdefault(path, set()).update(topology.nodes_of_cpus(s.cpus_allowed))
+        if s.mems_allowed:
+            mems.setdefault(path, set()).update(s.mems_allowed)
+    all_mem = memory_nodes if memory_nodes else frozenset(topology.cpus)
+    return {p: cgroup_home(frozenset(kubelet.get(p, ())), frozenset(cpus.get(p, ())),
+                           frozenset(mems.get(p, ())), topology.cpu_nodes(), all_mem)
+            for p in paths}
+
+
+def join_cgroup_hot(monitor: HotMemoryMonitor, samples: Sequence[ProcessSample],
+                    status: DamonStatus, topology: Topology,
+                    memory_nodes: frozenset[int] | None) -> DamonStatus:
+    """Return ``status`` with the home nodes of each watched cgroup (its hot remote
+    ratio's reference), and hand the worker this scan's cgroups to choose from."""
+    if not monitor.settings.cgroups:
+        return status
+    monitor.want_cgroups(cgroup_candidates(samples))
+    if not status.cgroups:
+        return status
+    return replace(status, homes=cgroup_homes(samples, list(status.cgroups), topology,
+                                              memory_nodes))

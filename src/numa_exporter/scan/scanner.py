@@ -59,7 +59,7 @@ from numa_exporter.readers.tiers import (
     tier_counters,
 )
 from numa_exporter.readers.weighted_interleave import read_weighted_interleave
-from numa_exporter.scan.damon import HotMemoryMonitor, join_hot
+from numa_exporter.scan.damon import HotMemoryMonitor, join_cgroup_hot, join_hot
 from numa_exporter.scan.fairness import order, read_deadline
 from numa_exporter.scan.process import (
     VERIFY_PER_SCAN,
@@ -465,6 +465,8 @@ class Scanner:
         damon = None
         if self.hot is not None:
             samples, damon = join_hot(self.hot, samples)
+            damon = join_cgroup_hot(self.hot, samples, damon, system.topology,
+                                    system.memory_nodes)
         return Snapshot(system=system, processes=tuple(samples), stats=stats,
                         accelerators=self.accel.exported(), cgroups=cgroups,
                         kubernetes=view, damon=damon, full_detail=full)

@@ -159,6 +159,17 @@ class CgroupFS:
             return None
         return (base / rel if rel else base), version
 
+    def memcg_exists(self, path: str) -> bool:
+        """Return whether the memory cgroup ``path`` (a path in the hierarchy that serves
+        the memory controller, as a DAMON memcg filter names it) exists now with a memcg of
+        its own: on v2, a cgroup whose parent does not enable the memory controller has no
+        ``memory.current`` and no memcg (a DAMON memcg filter naming it is refused)."""
+        found = self.cgroup_dir("memory", path, {"memory": path})
+        if found is None:
+            return False
+        folder, version = found
+        return (folder / "memory.current").is_file() if version == 2 else folder.is_dir()
+
     def _file(self, controller: str, name: str, v2_path: str | None,
               v1_paths: Mapping[str, str], inherit: bool = False) -> bytes | None:
         found = self.cgroup_dir(controller, v2_path, v1_paths)

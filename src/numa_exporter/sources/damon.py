@@ -32,6 +32,24 @@ DAMON_PADDR but not DAMON_VADDR. Mode ``auto`` takes vaddr where the kernel list
 context's ``avail_operations`` (5.19+; a kernel without that file is taken to have vaddr),
 else paddr.
 
+Per-cgroup hot memory (``--collector.damon.cgroups``, paddr): the one paddr kdamond carries,
+after its unfiltered ``stat`` scheme 0, one ``stat`` scheme per watched cgroup whose access
+pattern takes only hot regions and whose one operations-layer filter (``ops_filters``, 6.15+;
+``filters`` before) rejects every page not charged to the cgroup (``type`` memcg,
+``memcg_path`` its path under the cgroup2 root, ``matching`` N, ``allow`` N): each tried
+region then says in ``sz_filter_passed`` how many of its bytes are the cgroup's own pages
+(6.14+; a filter matches pages charged to that memcg itself, not to its children). The
+reject form passes the same pages whatever the kernel does with pages no filter matched
+(6.14 lets them pass; 6.15+ gives them the opposite of the last filter's ``allow``), where an
+allow filter alone would pass every page on 6.14. Whether the kernel offers per-filter bytes is
+read from sysfs (a scheme's ``stats/sz_ops_filter_passed``), never from its version. The
+watched cgroups' paths are part of the configuration the state file records and the
+ownership check compares. Measured on 7.3: ``memcg`` is refused in ``core_filters`` (EINVAL);
+an ``on`` or ``commit`` naming a path with no memcg (no such cgroup, or one without the memory
+controller) fails with ENOMEM; a watched cgroup removed while the kdamond runs leaves it
+running (its filter then matches nothing, or whichever memcg gets the id next), so the
+worker checks each round that its cgroups still exist.
+
 Every failure is a :class:`DamonUnavailable` with a reason (``absent``, ``busy``,
 ``foreign``, ``denied``, ``run_dir``, ``error``); the caller says it once and keeps serving.
 """
@@ -80,6 +98,8 @@ class DamonSettings:
     max_regions: int = 1_000
     slots: int = 1  # kdamonds created (one watched process each; paddr: always 1)
     mode: str = "auto"  # operations: auto, vaddr or paddr
+    cgroups: int = 0  # cgroups watched by one filtered stat scheme each (paddr); 0: none
+    cgroup_min_accesses: int = 1  # a cgroup scheme's nr_accesses/min: only hot regions
 
     @property
     def max_accesses(self) -> int:
@@ -96,6 +116,7 @@ class Region:
     end: int
     nr_accesses: int
     age: int = 0
+    passed: int | None = None  # sz_filter_passed: bytes that passed the scheme's filters
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +154,17 @@ class KdamondStopped(DamonUnavailable):
     def __init__(self, slot: int, detail: str) -> None:
         self.slot = slot
         super().__init__("stopped", f"kdamond {slot}: {detail}")
+
+
+class CgroupGone(DamonUnavailable):
+    """An ``on`` of the exporter's own paddr kdamond with cgroup schemes was refused with
+    ENOMEM (measured on 7.3 for a path with no memcg), EINVAL or ENOENT: a watched cgroup
+    may have gone. The kdamond is left stopped and the exporter's; the caller drops the
+    cgroups that no longer exist and tries again."""
+
+    def __init__(self, cgroups: Sequence[str], detail: str) -> None:
+        self.cgroups = list(cgroups)
+        super().__init__("gone", detail)
 
 
 class TargetGone(DamonUnavailable):
@@ -173,6 +205,9 @@ class DamonSysfs:
         self.pids: dict[int, int] = {}  # slot -> kdamond pid when running
         self.targets: dict[int, int] = {}  # slot -> pid_target written (vaddr)
         self.ops = "" if settings.mode == "auto" else settings.mode  # operations in use
+        self.cgroups: list[str] = []  # memcg paths of schemes 1.. (paddr cgroup schemes)
+        # whether the kernel offers per-filter passed bytes (None: not known yet)
+        self.filter_bytes: bool | None = None
 
     # --- raw file access ------------------------------------------------------------------
     def _read(self, path: Path) -> str:
@@ -240,18 +275,21 @@ class DamonSysfs:
         if recorded is None:
             raise DamonUnavailable("foreign", f"{nr} kdamond(s) exist and none is the "
                                    "exporter's (no state of this boot); left untouched")
-        created, slots, pids, ops, targets = recorded
+        created, slots, pids, ops, targets, cgroups = recorded
         if created != nr or slots != list(range(nr)):
             raise DamonUnavailable("foreign", f"nr_kdamonds is {nr}, the exporter created "
                                    f"{created}; left untouched")
         for slot in slots:
-            if not self._ours(slot, pids.get(slot), ops, targets.get(slot)):
+            if not self._ours(slot, pids.get(slot), ops, targets.get(slot), cgroups):
                 raise DamonUnavailable("foreign", f"kdamond {slot} is not as the exporter "
                                        "left it; left untouched")
         self.ops, self.slots, self.created = ops, slots, nr
+        self.cgroups = list(cgroups)
         self.pids = {s: p for s, p in pids.items() if self.state(s) == "on"}
         self.targets = dict(targets)
-        if self.settings.mode not in ("auto", ops):  # its own, in the other mode: redo them
+        self.filter_bytes = self._offers_filter_bytes(slots[0]) if slots else None
+        want = self._wanted_mode(self._avail_operations() if slots else None)
+        if want not in ("auto", ops):  # its own, in the other mode: redo them
             self._redo()
             return self._create()
         return slots
@@ -269,13 +307,14 @@ class DamonSysfs:
                                    "own; nr_kdamonds left untouched")
         self._write(self.kdamonds / "nr_kdamonds", "0")
         self.slots, self.created, self.ops = [], 0, self.settings.mode
-        self.pids, self.targets = {}, {}
+        self.pids, self.targets, self.cgroups = {}, {}, []
 
-    def _ours(self, slot: int, pid: int | None, ops: str, target: int | None) -> bool:
+    def _ours(self, slot: int, pid: int | None, ops: str, target: int | None,
+              cgroups: Sequence[str] = ()) -> bool:
         """Return whether slot's kdamond is still the exporter's own: configured exactly as
-        the driver configures it, and, when running, under the recorded thread pid and on
-        the recorded target (vaddr)."""
-        if not self._configured_as_ours(slot, ops):
+        the driver configures it (with the recorded cgroup schemes), and, when running,
+        under the recorded thread pid and on the recorded target (vaddr)."""
+        if not self._configured_as_ours(slot, ops, cgroups):
             return False
         if self.state(slot) != "on":
             return True
@@ -287,12 +326,15 @@ class DamonSysfs:
                     and self._int(targets / "0" / "pid_target") == target)
         return self._int(self._ctx(slot) / "targets" / "nr_targets") == 1
 
-    def _configured_as_ours(self, slot: int, ops: str) -> bool:
+    def _configured_as_ours(self, slot: int, ops: str,
+                            cgroups: Sequence[str] | None = None) -> bool:
         """Return whether kdamond ``slot`` holds exactly the configuration ``_configure``
         writes (one context of operations ``ops``, the settings' intervals and region bounds,
-        one ``stat`` scheme matching every region)."""
+        one ``stat`` scheme matching every region) and, after it, one filtered scheme per
+        cgroup of ``cgroups`` (default: the driver's own)."""
         ctx = self._ctx(slot)
         s = self.settings
+        cg = self.cgroups if cgroups is None else list(cgroups)
         pattern = ctx / "schemes/0/access_pattern"
         try:
             return (self._int(self.kdamonds / str(slot) / "contexts" / "nr_contexts") == 1
@@ -302,16 +344,36 @@ class DamonSysfs:
                     and self._int(ctx / "monitoring_attrs/intervals/update_us") == s.update_us
                     and self._int(ctx / "monitoring_attrs/nr_regions/min") == s.min_regions
                     and self._int(ctx / "monitoring_attrs/nr_regions/max") == s.max_regions
-                    and self._int(ctx / "schemes/nr_schemes") == 1
+                    and self._int(ctx / "schemes/nr_schemes") == 1 + len(cg)
                     and self._read(ctx / "schemes/0/action") == "stat"
                     and all(self._int(pattern / n / "min") == 0
                             and self._int(pattern / n / "max") == hi
                             for n, hi in (("sz", U64_MAX), ("nr_accesses", U32_MAX),
-                                          ("age", U32_MAX))))
+                                          ("age", U32_MAX)))
+                    and all(self._cgroup_scheme_is_ours(ctx / "schemes" / str(i), path)
+                            for i, path in enumerate(cg, 1)))
         except DamonUnavailable as exc:
             if exc.reason == "absent":
                 return False
             raise
+
+    def _cgroup_scheme_is_ours(self, scheme: Path, memcg: str) -> bool:
+        """Return whether ``scheme`` is a cgroup scheme as ``_write_cgroup_scheme`` writes
+        it for ``memcg``: ``stat``, hot regions only, one memcg filter rejecting the pages
+        of every other memcg."""
+        pattern = scheme / "access_pattern"
+        f = scheme / _filter_dir(scheme)
+        return (self._read(scheme / "action") == "stat"
+                and self._int(pattern / "nr_accesses/min") == self.settings.cgroup_min_accesses
+                and self._int(pattern / "nr_accesses/max") == U32_MAX
+                and all(self._int(pattern / n / "min") == 0
+                        and self._int(pattern / n / "max") == hi
+                        for n, hi in (("sz", U64_MAX), ("age", U32_MAX)))
+                and self._int(f / "nr_filters") == 1
+                and self._read(f / "0/type") == "memcg"
+                and self._read(f / "0/matching") == "N"
+                and self._read(f / "0/allow") == "N"
+                and self._read(f / "0/memcg_path") == memcg)
 
     # --- the run directory and the state file ----------------------------------------------
     def _run_dir_fd(self) -> int:
@@ -370,12 +432,13 @@ class DamonSysfs:
                                    "bytes; refused")
         return data
 
-    def _recorded(self) -> tuple[int, list[int], dict[int, int], str, dict[int, int]] | None:
+    def _recorded(self) -> tuple[int, list[int], dict[int, int], str, dict[int, int],
+                                 list[str]] | None:
         """Return (nr_kdamonds created, owned slots, slot -> kdamond pid, operations,
-        slot -> target pid) of this boot's state file, or None (absent, another boot's, or
-        not the driver's format; a state file without ``operations`` is vaddr's, the only
-        mode it had). Raises ``run_dir`` for a state file that is not a bounded regular
-        file."""
+        slot -> target pid, cgroup scheme paths) of this boot's state file, or None (absent,
+        another boot's, or not the driver's format; a state file without ``operations`` is
+        vaddr's, the only mode it had; without ``cgroups``, none). Raises ``run_dir`` for a
+        state file that is not a bounded regular file."""
         data = self._load_state()
         if data is None:
             return None
@@ -387,6 +450,9 @@ class DamonSysfs:
             return None
         nr, slots, pids = raw.get("nr_kdamonds"), raw.get("slots"), raw.get("pids", {})
         ops, targets = raw.get("operations", "vaddr"), raw.get("targets", {})
+        cgroups = raw.get("cgroups", [])
+        if not isinstance(cgroups, list) or not all(_memcg_path_ok(c) for c in cgroups):
+            return None
         if (ops not in ("vaddr", "paddr") or not isinstance(nr, int)
                 or not isinstance(slots, list) or not isinstance(pids, dict)
                 or not isinstance(targets, dict)
@@ -395,7 +461,7 @@ class DamonSysfs:
                            for d in (pids, targets) for k, v in d.items())):
             return None
         return (nr, slots, {int(k): v for k, v in pids.items()}, ops,
-                {int(k): v for k, v in targets.items()})
+                {int(k): v for k, v in targets.items()}, list(cgroups))
 
     def _save(self) -> None:
         """Write the state file atomically: an exclusively created temporary file (never
@@ -404,7 +470,7 @@ class DamonSysfs:
                            "slots": self.slots,
                            "pids": {str(k): v for k, v in self.pids.items()},
                            "targets": {str(k): v for k, v in self.targets.items()},
-                           "operations": self.ops,
+                           "operations": self.ops, "cgroups": self.cgroups,
                            "settings": asdict(self.settings)}).encode()
         dfd = self._run_dir_fd()
         tmp = f".{STATE_FILE}.{secrets.token_hex(8)}.tmp"
@@ -432,6 +498,9 @@ class DamonSysfs:
         self.slots, self.created = [0], 1
         self._write(self.kdamonds / "0" / "contexts" / "nr_contexts", "1")
         try:
+            if self.settings.cgroups:  # a scheme of its own says whether it has them
+                self._write(self._ctx(0) / "schemes" / "nr_schemes", "1")
+                self.filter_bytes = self._offers_filter_bytes(0)
             self.ops = self._choose_ops(self._avail_operations())
         except DamonUnavailable:
             self._write(self.kdamonds / "nr_kdamonds", "0")  # its own, unstarted: undo
@@ -460,7 +529,7 @@ class DamonSysfs:
     def _choose_ops(self, avail: set[str] | None) -> str:
         """Return the operation set to use: the forced mode, or vaddr where available and
         else paddr. Raises ``absent`` when the kernel lacks the one needed."""
-        want = self.settings.mode
+        want = self._wanted_mode(avail)
         have = avail if avail is not None else {"vaddr", "paddr"}
         if want == "auto":
             want = "vaddr" if "vaddr" in have else "paddr"
@@ -468,6 +537,54 @@ class DamonSysfs:
             raise DamonUnavailable("absent", f"DAMON has no {want} operations (it lists "
                                    f"{', '.join(sorted(have)) or 'none'})")
         return want
+
+    def _wanted_mode(self, avail: set[str] | None) -> str:
+        """Return the mode to run: the forced one; with cgroups asked for and per-filter
+        bytes offered, paddr (where listed); else ``auto``."""
+        if (self.settings.mode == "auto" and self.settings.cgroups and self.filter_bytes
+                and (avail is None or "paddr" in avail)):
+            return "paddr"
+        return self.settings.mode
+
+    def _offers_filter_bytes(self, slot: int) -> bool:
+        """Return whether the kernel offers per-filter passed bytes (6.14+), read from the
+        first scheme of the exporter's own kdamond ``slot``: its ``stats`` has
+        ``sz_ops_filter_passed``."""
+        return (self._ctx(slot) / "schemes" / "0" / "stats" / "sz_ops_filter_passed").is_file()
+
+    def _write_scheme(self, scheme: Path, min_accesses: int = 0) -> None:
+        """Write a ``stat`` scheme of every region (``min_accesses`` 0) or of the regions
+        accessed at least ``min_accesses`` times in an aggregation interval."""
+        self._write(scheme / "action", "stat")
+        pattern = scheme / "access_pattern"
+        for name, lo, hi in (("sz", 0, U64_MAX), ("nr_accesses", min_accesses, U32_MAX),
+                             ("age", 0, U32_MAX)):
+            self._write(pattern / name / "min", str(lo))
+            self._write(pattern / name / "max", str(hi))
+
+    def _write_cgroup_scheme(self, scheme: Path, memcg: str) -> None:
+        """Write the stat scheme of one cgroup: hot regions only, one memcg filter that
+        rejects the pages not charged to ``memcg`` (``matching`` N, ``allow`` N), so that
+        only its pages pass (in ``ops_filters`` where the kernel has it)."""
+        self._write_scheme(scheme, self.settings.cgroup_min_accesses)
+        f = scheme / _filter_dir(scheme)
+        self._write(f / "nr_filters", "1")
+        self._write(f / "0" / "type", "memcg")
+        self._write(f / "0" / "memcg_path", memcg)
+        self._write(f / "0" / "matching", "N")
+        self._write(f / "0" / "allow", "N")
+
+    def _set_cgroups(self, slot: int, cgroups: Sequence[str]) -> None:
+        """Rewrite the schemes of the exporter's own stopped paddr kdamond ``slot``: the
+        unfiltered scheme, then one per cgroup (``nr_schemes`` remakes them all), and
+        record them."""
+        schemes = self._ctx(slot) / "schemes"
+        self._write(schemes / "nr_schemes", str(1 + len(cgroups)))
+        self._write_scheme(schemes / "0")
+        for i, memcg in enumerate(cgroups, 1):
+            self._write_cgroup_scheme(schemes / str(i), memcg)
+        self.cgroups = list(cgroups)
+        self._save()
 
     def _configure(self, slot: int) -> None:
         """Write the exporter's configuration into its own, stopped kdamond ``slot``."""
@@ -483,12 +600,8 @@ class DamonSysfs:
         self._write(attrs / "nr_regions" / "min", str(s.min_regions))
         self._write(attrs / "nr_regions" / "max", str(s.max_regions))
         self._write(ctx / "schemes" / "nr_schemes", "1")
-        scheme = ctx / "schemes" / "0"
-        self._write(scheme / "action", "stat")
-        pattern = scheme / "access_pattern"
-        for name, hi in (("sz", U64_MAX), ("nr_accesses", U32_MAX), ("age", U32_MAX)):
-            self._write(pattern / name / "min", "0")
-            self._write(pattern / name / "max", str(hi))
+        self._write_scheme(ctx / "schemes" / "0")
+        self.cgroups = []
 
     # --- targets --------------------------------------------------------------------------
     def watch(self, slot: int, pid: int) -> None:
@@ -529,14 +642,23 @@ class DamonSysfs:
             raise DamonUnavailable("foreign", f"kdamond {slot} was reconfigured by someone "
                                    "else while stopped; left untouched")
 
-    def watch_physical(self, slot: int, ranges: Sequence[tuple[int, int]]) -> None:
+    def watch_physical(self, slot: int, ranges: Sequence[tuple[int, int]],
+                       cgroups: Sequence[str] | None = None) -> None:
         """Point the exporter's own paddr kdamond ``slot`` at the physical ``ranges``
-        (sorted, non-overlapping ``[start, end)``: each node's memory) and start it."""
+        (sorted, non-overlapping ``[start, end)``: each node's memory), with one filtered
+        scheme per cgroup of ``cgroups`` (None: those it has), and start it. Raises
+        CgroupGone when the kernel refuses a start with cgroup schemes (ENOMEM, EINVAL,
+        ENOENT)."""
         self._own(slot)
         if self.ops != "paddr":
             raise DamonUnavailable("error", f"kdamond {slot} runs {self.ops}, not paddr")
         self.stop(slot)
         self._still_ours(slot)
+        if cgroups is not None and list(cgroups) != self.cgroups:
+            bad = [c for c in cgroups if not _memcg_path_ok(c)]
+            if bad:
+                raise DamonUnavailable("error", f"cgroup path refused: {bad[0][:80]!r}")
+            self._set_cgroups(slot, cgroups)
         targets = self._ctx(slot) / "targets"
         self._write(targets / "nr_targets", "1")
         regions = targets / "0" / "regions"
@@ -547,6 +669,13 @@ class DamonSysfs:
         try:
             self._write(self.kdamonds / str(slot) / "state", "on")
         except DamonUnavailable as exc:
+            cause = exc.__cause__
+            if (self.cgroups and isinstance(cause, OSError)
+                    and cause.errno in (errno.ENOMEM, errno.EINVAL, errno.ENOENT)):
+                raise CgroupGone(self.cgroups, f"kdamond {slot}: the start with "
+                                 f"{len(self.cgroups)} cgroup scheme(s) was refused "
+                                 f"({errno.errorcode.get(cause.errno, cause.errno)}): a "
+                                 "watched cgroup may be gone") from exc
             raise self._start_failed(exc) from exc
         self.pids[slot] = self.kdamond_pid(slot)
         self._save()
@@ -572,7 +701,7 @@ class DamonSysfs:
             return DamonUnavailable(exc.reason, f"{said}; its own kdamonds could not be "
                                     f"removed: {undo}")
         self.slots, self.created = [], 0
-        self.pids, self.targets = {}, {}
+        self.pids, self.targets, self.cgroups = {}, {}, []
         self._save()
         return DamonUnavailable(exc.reason, f"{said}; the start was refused, the exporter's "
                                 "kdamonds removed (nr_kdamonds 0)")
@@ -641,12 +770,21 @@ class DamonSysfs:
         self.regions(slot, read=False)
         return self._read_tried(slot)
 
-    def _read_tried(self, slot: int) -> RegionRead:
-        """Read the stat scheme's tried regions (mm/damon/sysfs-schemes.c
+    def read_schemes(self, slot: int) -> list[RegionRead]:
+        """Return, after one region update of the exporter's running kdamond ``slot``, the
+        tried regions of each of its schemes: the unfiltered one first, then one read per
+        cgroup scheme (in the order of ``cgroups``) whose regions carry ``passed``."""
+        self.regions(slot, read=False)
+        return [self._read_tried(slot)] + [self._read_tried(slot, i, filtered=True)
+                                           for i in range(1, len(self.cgroups) + 1)]
+
+    def _read_tried(self, slot: int, scheme: int = 0, filtered: bool = False) -> RegionRead:
+        """Read a stat scheme's tried regions (mm/damon/sysfs-schemes.c
         ``damon_sysfs_scheme_regions_add_dirs()``: ``tried_regions/<i>/`` numbered from 0):
-        ``start``, ``end`` and ``nr_accesses`` only (``age`` is not used), at most the
-        region cap of them, each value checked."""
-        base = f"{self._ctx(slot)}/schemes/0/tried_regions"
+        ``start``, ``end`` and ``nr_accesses`` (``age`` is not used) and, for a
+        ``filtered`` scheme, ``sz_filter_passed`` (a region without it is refused), at most
+        the region cap of them, each value checked."""
+        base = f"{self._ctx(slot)}/schemes/{scheme}/tried_regions"
         cap = min(MAX_REGIONS_READ, max(self.settings.max_regions, 1))
         out: list[Region] = []
         refused = 0
@@ -662,14 +800,32 @@ class DamonSysfs:
             try:
                 end = _uint(f"{d}/end", U64_MAX)
                 acc = _uint(f"{d}/nr_accesses", U32_MAX)
+                passed = _uint(f"{d}/sz_filter_passed", U64_MAX) if filtered else 0
             except OSError:
                 refused += 1
                 continue
-            if start is None or end is None or acc is None or end <= start:
+            if (start is None or end is None or acc is None or passed is None
+                    or end <= start):
                 refused += 1
                 continue
-            out.append(Region(start, end, acc))
+            out.append(Region(start, end, acc, passed=passed if filtered else None))
         return RegionRead(out, refused)
+
+
+MAX_MEMCG_PATH = 4096  # PATH_MAX: the longest cgroup path a memcg filter is given
+
+
+def _memcg_path_ok(path: object) -> bool:
+    """Return whether ``path`` is a cgroup path a memcg filter may be given: a str under
+    the root (``/...``), printable, no newline, at most MAX_MEMCG_PATH bytes."""
+    return (isinstance(path, str) and path.startswith("/") and path.isprintable()
+            and len(path.encode()) <= MAX_MEMCG_PATH)
+
+
+def _filter_dir(scheme: Path) -> str:
+    """Return the folder of a scheme's operations-layer filters: ``ops_filters`` (6.15+;
+    a memcg filter is refused in ``core_filters``, measured on 7.3), else ``filters``."""
+    return "ops_filters" if (scheme / "ops_filters").is_dir() else "filters"
 
 
 # the kernel's own DAMON modules: each starts its kdamond exclusively (mm/damon/core.c

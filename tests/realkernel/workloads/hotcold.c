@@ -4,10 +4,11 @@
  *
  * Runs on CPU, faults COLD_MIB bound to COLD_NODE (touched once, never again) and HOT_MIB
  * bound to HOT_NODE, writes "pid=N" to READY_FILE, then reads one byte of every page of the
- * hot set in a loop forever. A forked companion on the same CPU wakes every 1 ms: under QEMU's
- * TCG a loop that stays inside the software TLB never walks the page tables again, so the
- * Accessed bits DAMON clears are never set and the hot set reads cold (measured: 2 of 30
- * runs); the forced context switches flush that TLB (0 of 35). Linux only; no libnuma.
+ * hot set in a loop forever (HOT_MIB 0: no hot set, it sleeps; COLD_MIB 0: no cold set).
+ * A forked companion on the same CPU wakes every 1 ms: under QEMU's TCG a loop that stays
+ * inside the software TLB never walks the page tables again, so the Accessed bits DAMON
+ * clears are never set and the hot set reads cold (measured: 2 of 30 runs); the forced
+ * context switches flush that TLB (0 of 35). Linux only; no libnuma.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -50,13 +51,14 @@ int main(int argc, char **argv) {
         prctl(PR_SET_NAME, "hotcold-tick");
         for (;;) nanosleep(&ms, NULL);
     }
-    bound(cold, atoi(argv[4]));
-    volatile char *h = bound(hot, atoi(argv[2]));
+    if (cold) bound(cold, atoi(argv[4]));
+    volatile char *h = hot ? bound(hot, atoi(argv[2])) : NULL;
     FILE *f = fopen(argv[6], "w");
     if (!f) die("ready");
     fprintf(f, "pid=%d\n", getpid());
     fclose(f);
     unsigned long sum = 0;
+    while (!hot) pause();
     for (;;)
         for (size_t i = 0; i < hot; i += 4096) sum += h[i];
     return (int)sum;
