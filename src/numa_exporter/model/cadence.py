@@ -28,9 +28,11 @@ evidence says it is unchanged since its last read (``model/change_evidence.py``:
 fault, kept its resident sizes, and the host migrated, collapsed, swapped and merged
 nothing, with NUMA balancing off) and the estimated hold is within ``policy_hold_budget``.
 The hold budget exists because a thread of the target that faults or maps memory waits for
-the walk; a process that took no fault since the last scan is not doing either, and the
-read is made once: the scanner then serves that exact placement while the evidence stays
-unchanged (``scan/process.py``), so one bounded hold replaces a sampled read every scan.
+the walk; a process that took no fault and kept its size over the last interval was not
+faulting, and one that maps memory it then never touches is the rare case left (it waits
+at most the policy hold budget, once). The read is made once: the scanner then serves that
+exact placement while the evidence stays unchanged (``scan/process.py``), so one bounded
+hold replaces a sampled read every scan.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Selection: which processes a scan reads, and in what order.
 
 Every pid is screened from two lines of its ``status`` (VmRSS + HugetlbPages against
-``--process.min-resident``; the full parse only for those that pass), then by the
+``--process.min-resident``; the full parse only for those that pass, and not again while
+the bytes are those it was parsed from: :attr:`ScreenMemo.status`), then by the
 include/exclude patterns; the ``--process.top`` largest are kept, the processes left over by
 the last scan go first, and each candidate's ``stat`` gives its identity (start time).
 
