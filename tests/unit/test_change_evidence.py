@@ -363,6 +363,21 @@ def test_a_quiet_sampled_process_is_read_in_full_once_then_kept(tmp_path: Path) 
     assert fake.calls == 2 and _skipped(scanner) == CARRY_READS + 3
 
 
+def test_with_balancing_on_a_process_sampled_for_its_hold_is_sampled_every_scan(
+        tmp_path: Path) -> None:
+    """Hinting faults and migrations may come any time with NUMA balancing on: no process
+    is quiet, so the one sampled for its hold is sampled every scan, as before issue 34."""
+    root = _big(tmp_path)
+    (root / "proc/sys/kernel/numa_balancing").write_text("1\n")
+    fake = FakeSampled(4 * GiB)
+    scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
+                                     policy_interval=0.0, hold_budget=1e-6), sampled=fake)
+    for _ in range(4):
+        p = _splitter(scanner)
+        assert (p.method, p.placement_reason) == ("sampled", "hold")
+    assert fake.calls == 4 and _skipped(scanner) == 0
+
+
 def test_no_quiet_full_read_over_the_policy_hold_budget(tmp_path: Path) -> None:
     """A quiet process whose full read would hold its lock longer than
     --placement.policy-hold-budget (4 GiB of 4 KiB pages: ~32 ms estimated, over 10 ms)
