@@ -247,8 +247,10 @@ def _add_placement_flags(a: Callable[..., object]) -> None:
     a("--placement.policy-hold-budget", dest="policy_hold_budget", metavar="DURATION",
       type=_duration, default=0.1,
       help="longest the mmap lock may be held by one read() of numa_maps in a full read "
-           "made for memory policies (--placement.policy-interval); a process estimated "
-           "above it is not read for policies; 0 = never (default 100ms)")
+           "made for memory policies (--placement.policy-interval) or of a quiet process "
+           "otherwise sampled (no fault, the same size, nothing migrated: read once, then "
+           "kept); a process estimated above it is not read for either; 0 = never "
+           "(default 100ms)")
 
 
 def _add_drift_flags(a: Callable[..., object]) -> None:

@@ -100,12 +100,18 @@ def test_a_hold_over_the_policy_budget_leaves_policies_unknown(bound_root: Path)
         assert "threads_bound_memory_free" not in p.mismatches
 
 
+# it faults a fresh page every 2 ms: never quiet, so a full read is not kept for it
 HOLDER = """
-import sys, time
+import mmap, sys, time
 buf = b"\\x01" * ({size} << 20)
 sys.stdout.write("ready\\n")
 sys.stdout.flush()
-time.sleep(600)
+end = time.monotonic() + 600
+while time.monotonic() < end:
+    m = mmap.mmap(-1, 4096)
+    m[0] = 1
+    m.close()
+    time.sleep(0.002)
 """
 
 

@@ -57,7 +57,8 @@ def test_a_sparse_reservation_costs_a_bounded_sample(children: list[subprocess.P
     # the old fixed budget drew up to 615,000 page queries here (seconds per scan)
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                  include=re.compile(r"hostile-(sparse|normal\d)$"), scan_interval=1.0,
-                 scan_budget=0.7, policy_interval=0.0)  # no policy reads: the sample is the subject
+                 scan_budget=0.7, policy_interval=0.0,  # no policy or quiet full reads:
+                 policy_hold_budget=0.0)  # the sample is the subject
     scanner = Scanner(cfg, sampled=SampledReader())
     pids = {p.pid for p in children}
     sparse = children[0].pid
@@ -116,7 +117,8 @@ def test_two_gib_in_a_64_tib_reservation_is_placed_every_scan(
         reservation: subprocess.Popen[bytes]) -> None:
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                  include=re.compile(r"hostile-reserve$"), scan_interval=1.0,
-                 policy_interval=0.0)  # no policy reads: the sampled placement is the subject
+                 policy_interval=0.0,  # no policy or quiet full reads: the sampled
+                 policy_hold_budget=0.0)  # placement is the subject
     scanner = Scanner(cfg, sampled=SampledReader())
     for _ in range(3):
         snap = scanner.scan()
@@ -157,7 +159,7 @@ def test_a_process_of_many_memfds_is_placed_whichever_way_its_list_is_read() -> 
         # a hold budget of 1 us: sampled whenever the hold allows nothing else
         cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                      include=re.compile(r"hostile-memfds$"), hold_budget=1e-6,
-                     policy_interval=0.0)
+                     policy_interval=0.0, policy_hold_budget=0.0)
         reader = SampledReader()
         scanner = Scanner(cfg, sampled=reader)
         shmem = 3000 * 4096

@@ -80,7 +80,8 @@ def test_a_thp_target_keeps_the_full_read_and_a_4k_one_is_sampled(
     huge, small = targets
     cfg = Config(roots=Roots(Path("/proc"), Path("/sys")), min_resident=64 * MiB,
                  include=re.compile(r"thp-target-(huge|small)$"), scan_interval=1.0,
-                 policy_interval=0.0)  # reader choice by hold and cost only: no policy reads
+                 policy_interval=0.0,  # reader choice by hold and cost only: no policy
+                 policy_hold_budget=0.0)  # or quiet full reads
     scanner = Scanner(cfg, sampled=SampledReader())
     seen: dict[int, list[tuple[str, str | None]]] = {huge: [], small: []}
     for _ in range(3):

@@ -7,7 +7,8 @@ interleaved over every node, never moved) and ``moved`` (128 MiB bound to node 2
 ``recycle`` (issue 33: 64 MiB it frees with ``MADV_DONTNEED`` every few seconds and touches
 again from a new thread pinned to the next node's CPUs; nothing migrates it), then the
 exporter with every process forced onto the sampled reader (``--placement.hold-budget`` of
-1 us) and a second one reading every process in full (``--placement.sample-above=0``).
+1 us, ``--placement.policy-hold-budget`` 0: no full read for policies or of a quiet process)
+and a second one reading every process in full (``--placement.sample-above=0``).
 After each completed scan of the first it saves its scrape, the second's and, read right
 beside them, the workloads' numa_maps (``scan-NN.prom``, ``scan-NN-full.prom``,
 ``numa_maps-NN-<name>``); after ``scans_before`` scans it moves ``moved`` from node 2 to
@@ -167,6 +168,9 @@ def run(plan: dict[str, Any], out: Path) -> dict[str, Any]:
                 f"--scan.interval={plan['interval']}", "--process.min-resident=0",
                 "--process.detail-above=0", "--process.include=^rkwork",
                 "--placement.hold-budget=0.000001",
+                # no full read for policies or of a quiet process (issue 34): the sampled
+                # reader's movement and convergence are the subject
+                "--placement.policy-hold-budget=0",
                 "--log.format=json", "--log.level=debug"]
         summary["exporter_argv"] = argv
         with open(out / "exporter.out", "wb") as so, open(out / "exporter.log", "wb") as se:

@@ -162,3 +162,24 @@ def test_query_budget_follows_the_full_read_cost_not_the_virtual_size() -> None:
     # the maps parse of many mappings comes off the budget first
     # (10 ms - 1,000 lines at 0.35 us) at 0.75 us a query
     assert query_budget(0.020, replace(costs, sampled_cpu=None, mappings=1_000)) == 12_866
+
+
+def test_a_quiet_process_that_would_be_sampled_is_read_in_full_within_the_policy_hold() -> None:
+    """Issue 34: nothing changed since the last read (``quiet``): a process sampled for its
+    hold (4 GiB of 4 KiB pages, ~32 ms estimated, over the 5 ms hold budget) is read in
+    full once the hold is within the policy hold budget (100 ms), keeping the sampled
+    budget for the panel; over that budget, or with the policy budget off, it stays
+    sampled; policies due come first; a process read in full anyway is unchanged."""
+    quiet = CadencePolicy(interval=10.0, hold_budget=0.005, policy_hold_budget=0.1)
+    sampled = _plan(policy=quiet, resident_bytes=4 * GiB)
+    assert (sampled.method, sampled.reason) == ("sampled", "hold")
+    p = _plan(policy=quiet, resident_bytes=4 * GiB, quiet=True)
+    assert (p.method, p.reason, p.read_now) == ("full", "quiet", True)
+    assert p.max_queries == sampled.max_queries and p.max_queries is not None
+    p = _plan(policy=quiet, resident_bytes=4 * GiB, quiet=True, policies_due=True)
+    assert (p.method, p.reason, p.max_queries) == ("full", "policy", None)
+    for over in (replace(quiet, policy_hold_budget=0.01), replace(quiet, policy_hold_budget=0.0)):
+        p = _plan(policy=over, resident_bytes=4 * GiB, quiet=True)
+        assert (p.method, p.reason) == ("sampled", "hold")
+    small = _plan(policy=quiet, quiet=True)
+    assert (small.method, small.reason) == ("full", "cheaper")

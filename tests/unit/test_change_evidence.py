@@ -26,13 +26,17 @@ from numa_exporter.model.change_evidence import (
     movement_allowance,
 )
 from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory
+from numa_exporter.model.sampling import PlacementEstimate
 from numa_exporter.model.snapshot import ProcessSample
-from numa_exporter.parsers.numa_maps import fold_nodes
+from numa_exporter.parsers.numa_maps import Kind, fold_nodes
 from numa_exporter.parsers.pid_stat import parse_pid_stat
+from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers.error_report import ErrorReporter
+from numa_exporter.readers.sampled.reader import SampledRequest
 from numa_exporter.readers.system import read_ksm
 from numa_exporter.scan.process import VERIFY_AGE, VERIFY_PER_SCAN
 from numa_exporter.scan.scanner import Scanner
+from numa_exporter.sources.procfs import ProcessFiles
 from numa_exporter.sources.sysfs import KsmSysFS
 
 MiB = 1 << 20
@@ -274,19 +278,28 @@ def test_the_sampled_reader_counts_no_recycled_page_and_follows_it() -> None:
             assert abs(got.get(n, 0) - b) <= 5 * est.node_bytes_stderr() + PAGE
 
 
+def _big(tmp_path: Path) -> Path:
+    """Return a root whose process 300 ("splitter") has 4 GiB resident: sampled by its hold
+    at a hold budget of 1 us."""
+    root = _root(tmp_path)
+    status = root / "proc/300/status"
+    text = re.sub(r"VmRSS:\s+\d+ kB", f"VmRSS:\t{4 * GiB // 1024} kB", status.read_text())
+    status.write_text(re.sub(r"RssAnon:\s+\d+ kB", f"RssAnon:\t{4 * GiB // 1024} kB", text))
+    return root
+
+
 def test_a_sampled_placement_is_kept_only_once_its_carried_counts_converged(
         tmp_path: Path) -> None:
     """An unchanged sampled process is still sampled while its carried counts can improve
     the estimate (CARRY_READS reads in a row found nothing changed), then kept; any change
     starts the count again (found in the 4-node guest: kept from its second read, a
-    256 MiB process's per-node error stayed at 3.3 % of its size instead of converging)."""
-    root = _root(tmp_path)
-    status = root / "proc/300/status"  # "splitter", made 4 GiB: sampled by its hold
-    text = re.sub(r"VmRSS:\s+\d+ kB", f"VmRSS:\t{4 * GiB // 1024} kB", status.read_text())
-    status.write_text(re.sub(r"RssAnon:\s+\d+ kB", f"RssAnon:\t{4 * GiB // 1024} kB", text))
+    256 MiB process's per-node error stayed at 3.3 % of its size instead of converging).
+    No full read is allowed for a quiet process here (``policy_hold_budget`` 0)."""
+    root = _big(tmp_path)
     fake = FakeSampled(4 * GiB)
     scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
-                                     policy_interval=0.0, hold_budget=1e-6), sampled=fake)
+                                     policy_interval=0.0, hold_budget=1e-6,
+                                     policy_hold_budget=0.0), sampled=fake)
     for _ in range(CARRY_READS + 4):
         scanner.scan()
     assert fake.calls == CARRY_READS + 1  # the first read, then CARRY_READS unchanged ones
@@ -296,6 +309,152 @@ def test_a_sampled_placement_is_kept_only_once_its_carried_counts_converged(
     scanner.scan()
     scanner.scan()
     assert fake.calls == CARRY_READS + 3  # read again, and counting again
+
+
+def _split(root: Path, n0: int, n1: int) -> None:
+    """Make the splitter's numa_maps one anonymous mapping: ``n0`` pages of 4 KiB on node
+    0, ``n1`` on node 1 (what a full read then finds)."""
+    (root / "proc/300/numa_maps").write_text(
+        f"7f5000000000 default anon={n0 + n1} dirty={n0 + n1} N0={n0} N1={n1} "
+        "kernelpagesize_kB=4\n")
+
+
+def _splitter(scanner: Scanner) -> ProcessSample:
+    return next(p for p in scanner.scan().processes if p.pid == 300)
+
+
+def _splitter_fault(root: Path) -> None:
+    p = root / "proc/300/stat"
+    head, _, tail = p.read_text().partition(") ")
+    f = tail.split(" ")
+    f[7] = str(int(f[7]) + 1)
+    p.write_text(f"{head}) {' '.join(f)}")
+
+
+def test_a_quiet_sampled_process_is_read_in_full_once_then_kept(tmp_path: Path) -> None:
+    """Issue 34: a process sampled for its lock hold that took no fault, kept its sizes,
+    on a host that moved nothing, is read in full once (reason quiet: its bytes per node
+    are then numa_maps' own) and that read is served while nothing changes; a fault brings
+    the sampled read back, and quiet again, one full read again (before: sampled every
+    scan until CARRY_READS quiet reads, then the estimate kept)."""
+    root = _big(tmp_path)
+    _split(root, 786432, 262144)  # 3 GiB on node 0, 1 GiB on node 1
+    fake = FakeSampled(4 * GiB)  # its estimate: all 4 GiB on node 0
+    scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
+                                     policy_interval=0.0, hold_budget=1e-6), sampled=fake)
+    first = _splitter(scanner)
+    assert (first.method, first.placement_reason, fake.calls) == ("sampled", "hold", 1)
+    second = _splitter(scanner)
+    assert (second.method, second.placement_reason) == ("full", "quiet")
+    assert second.node_bytes() == {0: 3 * GiB, 1: 1 * GiB}
+    _split(root, 0, 1048576)  # behind the evidence's back: shows it is not read again
+    for _ in range(CARRY_READS + 2):
+        kept = _splitter(scanner)
+        assert kept.method == "full" and kept.node_bytes() == {0: 3 * GiB, 1: 1 * GiB}
+    assert fake.calls == 1
+    assert _skipped(scanner) == CARRY_READS + 2
+    _splitter_fault(root)
+    changed = _splitter(scanner)
+    assert (changed.method, changed.placement_reason, fake.calls) == ("sampled", "hold", 2)
+    again = _splitter(scanner)  # quiet again: one full read, then kept
+    assert again.method == "full"
+    assert {n: b for n, b in again.node_bytes().items() if b} == {1: 4 * GiB}
+    _splitter(scanner)
+    assert fake.calls == 2 and _skipped(scanner) == CARRY_READS + 3
+
+
+def test_with_balancing_on_a_process_sampled_for_its_hold_is_sampled_every_scan(
+        tmp_path: Path) -> None:
+    """Hinting faults and migrations may come any time with NUMA balancing on: no process
+    is quiet, so the one sampled for its hold is sampled every scan, as before issue 34."""
+    root = _big(tmp_path)
+    (root / "proc/sys/kernel/numa_balancing").write_text("1\n")
+    fake = FakeSampled(4 * GiB)
+    scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
+                                     policy_interval=0.0, hold_budget=1e-6), sampled=fake)
+    for _ in range(4):
+        p = _splitter(scanner)
+        assert (p.method, p.placement_reason) == ("sampled", "hold")
+    assert fake.calls == 4 and _skipped(scanner) == 0
+
+
+def test_no_quiet_full_read_over_the_policy_hold_budget(tmp_path: Path) -> None:
+    """A quiet process whose full read would hold its lock longer than
+    --placement.policy-hold-budget (4 GiB of 4 KiB pages: ~32 ms estimated, over 10 ms)
+    stays sampled."""
+    root = _big(tmp_path)
+    fake = FakeSampled(4 * GiB)
+    scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
+                                     policy_interval=0.0, hold_budget=1e-6,
+                                     policy_hold_budget=0.01), sampled=fake)
+    for _ in range(3):
+        assert _splitter(scanner).method == "sampled"
+    assert fake.calls == 3
+
+
+def test_a_kept_full_read_of_a_process_otherwise_sampled_is_given_a_panel(
+        tmp_path: Path) -> None:
+    """At discovery the policies are due: one full read; while quiet it is served, and a
+    small sampled read (at most 512 queries, its estimate dropped) gives the process pages
+    to follow, once (before: a sampled read of the full budget served every scan)."""
+    root = _big(tmp_path)
+    _split(root, 786432, 262144)
+    fake = FakeSampled(4 * GiB)
+    scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
+                                     hold_budget=1e-6), sampled=fake)
+    first = _splitter(scanner)
+    assert (first.method, first.placement_reason, fake.calls) == ("full", "policy", 0)
+    for _ in range(4):
+        p = _splitter(scanner)
+        assert p.method == "full" and p.node_bytes() == {0: 3 * GiB, 1: 1 * GiB}
+    assert fake.calls == 1
+    assert fake.max_queries[0] is not None and 0 < fake.max_queries[0] <= 512
+
+
+class PanelSampled(FakeSampled):
+    """A sampled reader that, like the real one, counts movement only against pages it
+    followed: with a memory of an earlier read and a host that migrated since, everything
+    it finds on node 1 arrived from node 0."""
+
+    def __init__(self, largest: int) -> None:
+        super().__init__(largest)
+        self.on1 = 0
+
+    def __call__(self, files: ProcessFiles, status: PidStatus,
+                 request: SampledRequest | None = None) -> PlacementEstimate:
+        est = super().__call__(files, status, request)
+        mem = request.memory if request is not None else None
+        moved = None
+        if mem is not None and mem.host_migrated is not None and request is not None:
+            moved = ({(0, 1): self.on1} if request.host_migrated != mem.host_migrated
+                     and self.on1 else {})
+        if mem is not None and request is not None:
+            mem.host_migrated = request.host_migrated
+        return replace(est, bytes={(0, Kind.ANON): 4 * GiB - self.on1,
+                                   (1, Kind.ANON): self.on1}, moved=moved)
+
+
+def test_movement_after_a_kept_full_read_is_counted_by_the_sampled_read(
+        tmp_path: Path) -> None:
+    """A migrate_pages from outside while the exact full read was kept: the sampled read the
+    migration brings counts the move against the pages followed since before it (the
+    panel survives a full read made while nothing changed), both where the panel came from
+    a sampled read and where a kept full read was given one."""
+    for policy_interval in (0.0, 300.0):  # sampled first; a policy full read first
+        root = _big(tmp_path / str(policy_interval))
+        _split(root, 1048576, 0)
+        fake = PanelSampled(4 * GiB)
+        scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
+                                         policy_interval=policy_interval, hold_budget=1e-6,
+                                         warmup_age=0.0), sampled=fake)
+        for _ in range(4):
+            assert _moved(_splitter(scanner)) == (0, 0)
+        assert _splitter(scanner).method == "full"
+        fake.on1 = 1 * GiB  # 1 GiB migrated to node 1 by another process's migrate_pages
+        _migrate(root, 262144)
+        moved = _splitter(scanner)
+        assert moved.method == "sampled"
+        assert _moved(moved) == (1 * GiB, 1 * GiB), policy_interval
 
 
 def test_ksm_values_read_from_sysfs(tmp_path: Path) -> None:

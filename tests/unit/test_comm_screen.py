@@ -12,7 +12,7 @@ import pytest
 from numa_exporter.parsers.pid_comm import parse_pid_comm
 from numa_exporter.parsers.pid_status import parse_pid_status_name
 from numa_exporter.readers.error_report import ErrorReporter
-from numa_exporter.readers.process_files import read_status
+from numa_exporter.readers.process_files import StatusMemo, read_status
 from numa_exporter.sources.errors import SourceError
 from numa_exporter.sources.procfs import ProcFS
 
@@ -130,3 +130,22 @@ def test_live_comm_is_the_status_name_of_every_process() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_status_of_the_same_bytes_is_not_parsed_again(tmp_path: Path) -> None:
+    """Issue 34 item 2 (the per-process fixed cost): with a memo, a status whose bytes did
+    not change since the last scan gives the last parse back (the same object); changed
+    bytes are parsed afresh, and a malformed line is counted at every read either way."""
+    files = _tree(tmp_path, b"100 100 0 0 0 0 0\n", b"sleeper").process(7)
+    memo: StatusMemo = {}
+    errors = ErrorReporter()
+    first = read_status(files, 0, errors, memo=memo)
+    again = read_status(files, 0, errors, memo=memo)
+    assert first is not None and again is first
+    (tmp_path / "7" / "status").write_bytes((STATUS % b"sleeper").replace(b"400", b"800"))
+    grown = read_status(files, 0, errors, memo=memo)
+    assert grown is not None and grown is not first and grown.vm_rss == 800 * 1024
+    (tmp_path / "7" / "status").write_bytes(STATUS % b"sleeper" + b"Threads:\tx\n")
+    for _ in range(2):
+        read_status(files, 0, errors, memo=memo)
+    assert errors.parse_errors.get("status") == 2

@@ -35,7 +35,9 @@ REASON = MetricSpec(
     "measured cheaper), probe (the sampled reader tried, to measure it), cheaper (the full "
     "read: cheaper, or the only one measured), interval (--placement.full-interval), only "
     "(sampling unavailable or off), policy (a full read for the memory policies of a "
-    "process otherwise sampled: --placement.policy-interval).",
+    "process otherwise sampled: --placement.policy-interval), quiet (a full read of a "
+    "process otherwise sampled that the change evidence found unchanged, within "
+    "--placement.policy-hold-budget: read once, then served while nothing changes).",
     ("pid", "reason"), level="full")
 
 UNSAMPLED = MetricSpec(

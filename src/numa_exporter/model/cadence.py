@@ -22,6 +22,17 @@ is read every k-th scan so that its average cost per scan stays within the budge
 A process that would be sampled is read in full instead while its memory policies are due
 (``model/policies.py``: only a full read shows them) and the estimated hold is within
 ``policy_hold_budget``: at discovery, then every policy interval or after its size moved.
+
+A process that would be sampled is also read in full (reason ``quiet``) where the change
+evidence says it is unchanged since its last read (``model/change_evidence.py``: it took no
+fault, kept its resident sizes, and the host migrated, collapsed, swapped and merged
+nothing, with NUMA balancing off) and the estimated hold is within ``policy_hold_budget``.
+The hold budget exists because a thread of the target that faults or maps memory waits for
+the walk; a process that took no fault and kept its size over the last interval was not
+faulting, and one that maps memory it then never touches is the rare case left (it waits
+at most the policy hold budget, once). The read is made once: the scanner then serves that
+exact placement while the evidence stays unchanged (``scan/process.py``), so one bounded
+hold replaces a sampled read every scan.
 """
 
 from __future__ import annotations
@@ -88,6 +99,7 @@ class Reason(StrEnum):
     INTERVAL = "interval"  # a full read the operator asked for
     ONLY = "only"  # sampling is unavailable
     POLICY = "policy"  # a full read instead of a sampled one: the memory policies were due
+    QUIET = "quiet"  # a full read instead of a sampled one: nothing changed since the last
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +154,10 @@ class ReadCosts:
                        last_full=now)
 
     def record_policy_read(self, *, hold: float, mappings: int, now: float) -> ReadCosts:
-        """Return the costs after a full read made for memory policies (plan reason
-        ``policy``): its hold counts, and it is the last full read; the full read's CPU and
-        rate, which size the sampled reader's budget and choose the reader, stay as they
-        were (no full read was chosen for them)."""
+        """Return the costs after a full read made for memory policies or of a quiet
+        process (plan reason ``policy`` or ``quiet``): its hold counts, and it is the last
+        full read; the full read's CPU and rate, which size the sampled reader's budget and
+        choose the reader, stay as they were (no full read was chosen for them)."""
         return replace(record_hold(self, hold), mappings=mappings, last_full=now)
 
     def record_sampled(self, *, cpu: float, resident: int, queries: int,
@@ -156,13 +168,13 @@ class ReadCosts:
                        maps_resident=resident, mappings=mappings)
 
     def plan(self, policy: CadencePolicy, *, now: float, resident_bytes: int,
-             sampling: bool, policies_due: bool = False) -> Plan:
+             sampling: bool, policies_due: bool = False, quiet: bool = False) -> Plan:
         """Return this scan's plan for the process these costs were measured of
-        (``policies_due``: see :func:`plan`)."""
+        (``policies_due``, ``quiet``: see :func:`plan`)."""
         return plan(policy, now=now, resident_bytes=resident_bytes,
                     seconds_per_byte=self.seconds_per_byte, next_due=self.next_due,
                     last_full=self.last_full, sampling=sampling, costs=self,
-                    policies_due=policies_due)
+                    policies_due=policies_due, quiet=quiet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +187,9 @@ class Plan:
     next_due: float  # monotonic time of the next read (same as now when read every scan)
     hold_seconds: float = 0.0  # estimated longest mmap-lock hold of a full read
     reason: Reason = Reason.CHEAPER
-    max_queries: int | None = None  # pages a sampled read may query (None: not sampled)
+    # pages a sampled read may query (None: not sampled; a quiet plan keeps the budget the
+    # sampled read would have had, for the panel a kept full placement is given)
+    max_queries: int | None = None
 
 
 def estimate_full_seconds(resident_bytes: int, seconds_per_byte: float | None) -> float:
@@ -269,18 +283,25 @@ def _sampled(est: float, now: float, hold: float, reason: Reason, costs: ReadCos
 def plan(policy: CadencePolicy, *, now: float, resident_bytes: int,
          seconds_per_byte: float | None, next_due: float, last_full: float,
          sampling: bool, costs: ReadCosts | None = None,
-         policies_due: bool = False) -> Plan:
+         policies_due: bool = False, quiet: bool = False) -> Plan:
     """Return which reader to use for a process this scan, when to read it next, and why.
 
     ``now``, ``next_due`` and ``last_full`` are monotonic seconds, never wall time.
     ``policies_due``: its memory policies are due (``model/policies.py``); a sampled read
-    becomes a full one (reason ``policy``) where the hold is within the policy budget."""
+    becomes a full one (reason ``policy``) where the hold is within the policy budget.
+    ``quiet``: the change evidence says nothing of the process changed since its last read;
+    a sampled read becomes a full one (reason ``quiet``, the sampled budget kept in
+    ``max_queries``) where the hold is within the policy budget (see the module)."""
     p = _plan(policy, now=now, resident_bytes=resident_bytes,
               seconds_per_byte=seconds_per_byte, next_due=next_due, last_full=last_full,
               sampling=sampling, costs=costs or ReadCosts())
-    if (p.method == Method.SAMPLED and policies_due and policy.policy_hold_budget > 0
-            and p.hold_seconds <= policy.policy_hold_budget):
+    if (p.method != Method.SAMPLED or policy.policy_hold_budget <= 0
+            or p.hold_seconds > policy.policy_hold_budget):
+        return p
+    if policies_due:
         return replace(p, method=Method.FULL, reason=Reason.POLICY, max_queries=None)
+    if quiet:
+        return replace(p, method=Method.FULL, reason=Reason.QUIET)
     return p
 
 

@@ -63,9 +63,14 @@ def _kthread_line(raw: bytes) -> bool | None:
     return None
 
 
+#: The last parsed status of each process, by pid, with the bytes it was parsed from
+#: (see :func:`read_status`); its owner drops the pids no longer listed.
+StatusMemo = dict[int, tuple[bytes, PidStatus]]
+
+
 def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
-                keep: Callable[[str], bool] | None = None, statm: bool = False
-                ) -> PidStatus | None:
+                keep: Callable[[str], bool] | None = None, statm: bool = False,
+                memo: StatusMemo | None = None) -> PidStatus | None:
     """Return the parsed status, or None when its resident memory (VmRSS + HugetlbPages) is
     below ``min_resident`` (decided from two lines, the common case) or when ``keep``,
     given the process's name, says no (decided before the full parse).
@@ -79,6 +84,9 @@ def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
 
     With ``keep`` and no ``min_resident`` (the size decides nothing), a process with an mm
     is matched on its ``comm`` first and status is read only for those ``keep`` takes.
+    With ``memo``, a status whose bytes are those of the last parse of the same pid is not
+    parsed again (the parse is a pure function of the bytes; a sleeping process's status
+    stays the same byte for byte), and the memo keeps the latest parse.
     Raises the SourceError of the read.
     """
     if statm and min_resident > 0:
@@ -104,7 +112,13 @@ def read_status(files: ProcessFiles, min_resident: int, errors: ErrorReporter,
     if vm_rss is not None and (vm_rss + hugetlb < min_resident or (
             keep is not None and not keep(parse_pid_status_name(raw)))):
         return None
-    status = parse_pid_status(raw)
+    last = memo.get(files.pid) if memo is not None else None
+    if last is not None and last[0] == raw:
+        status = last[1]
+    else:
+        status = parse_pid_status(raw)
+        if memo is not None:
+            memo[files.pid] = (raw, status)
     if status.error_count:
         errors.parse("status", f"{files.path}/status")
     return status

@@ -31,7 +31,12 @@ from numa_exporter.model.home import home_for, locality
 from numa_exporter.model.kubernetes import Assignment, kubelet_home, kubelet_mismatches
 from numa_exporter.model.policies import PolicyView, current, scaled
 from numa_exporter.model.process_state import ProcessKey, ProcessState, ProcessTable
-from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory, host_migrated_pages
+from numa_exporter.model.sample_memory import (
+    CARRY_READS,
+    PANEL_FILL,
+    SampleMemory,
+    host_migrated_pages,
+)
 from numa_exporter.model.snapshot import AcceleratorUse, Drift, ProcessSample, SystemSample
 from numa_exporter.model.stages import (
     Homing,
@@ -85,6 +90,9 @@ VERIFY_AGE = 300.0
 #: others wait their turn, so every kept placement is verified within
 #: max(VERIFY_AGE, processes / VERIFY_PER_SCAN scans)).
 VERIFY_PER_SCAN = 2
+#: Pages the sampled read that gives a kept full placement its panel may query (four times
+#: what a panel takes in one read: the reader keeps a quarter of its queries for the panel).
+SEED_QUERIES = 4 * PANEL_FILL
 UNKNOWN_HOST = HostCounters(None, None, None, None, None, None)
 
 __all__ = ["Placement", "PlacementReader", "ProcessReader", "SampledPlacement",
@@ -341,35 +349,68 @@ class ProcessReader:
         read cost in the process's costs (``t0``: when the process's read began).
 
         Where the change evidence ``judged`` says nothing changed since the last read, that
-        read is served again where it was made by the planned reader (not a read of memory
-        policies that are due; a new plan is read once by its reader) and, for a sampled
-        one, after :data:`CARRY_READS` sampled reads in a row that found nothing changed
-        (its carried counts have converged as far as they go), unless it is
+        read is served again (not for a read of memory policies that are due): a full one
+        whatever reader the plan picks (it is exact), a sampled one where the plan samples
+        too, after :data:`CARRY_READS` sampled reads in a row that found nothing changed
+        (its carried counts have converged as far as they go) — unless it is
         :data:`VERIFY_AGE` old and a verification is left this scan: then it is read and
-        compared (:meth:`verify`).
+        compared (:meth:`verify`). A quiet process the plan would sample gets one full read
+        (plan reason ``quiet``) and keeps it. A kept full placement of a process the plan
+        would sample is given a panel to follow (:meth:`seed_panel`) where it has none, so
+        that movement after it is counted by the sampled read the next change brings.
 
         Raises the read's SourceError (a denied read marks the process denied) or Expired.
         """
         verifying: Placement | None = None
         method = plan.method if plan is not None else Method.FULL
         unchanged = judged is not None and judged.unchanged
-        if (unchanged and st.placed is not None and st.placed.method == method
-                and (method == Method.FULL or st.quiet_sampled >= CARRY_READS)
-                and (plan is None or plan.reason != "policy")):
+        kept = st.placed
+        if (unchanged and kept is not None
+                and (kept.method == Method.FULL
+                     or (kept.method == method and st.quiet_sampled >= CARRY_READS))
+                and (plan is None or plan.reason != Reason.POLICY)):
             if mono - st.placed_at < VERIFY_AGE or self.evidence.left <= 0:
                 skipped = self.evidence.skipped
                 skipped["unchanged"] = skipped.get("unchanged", 0) + 1
-                return st.placed
+                if kept.method == Method.FULL:
+                    self.seed_panel(cand, st, plan, deadline, host_migrated)
+                return kept
             self.evidence.left -= 1
-            verifying = st.placed
+            verifying = kept
         placed = self.read_placement(cand, st, plan, deadline, t0, mono, host_migrated,
-                                     faulted=judged is None or not judged.quiet_process)
+                                     faulted=judged is None or not judged.quiet_process,
+                                     unchanged=unchanged)
         if verifying is not None:
             self.verify(cand, verifying, placed)
         st.placed = replace(placed, kept=True)  # served again, it is no new read
         st.placed_at = mono
         st.quiet_sampled = st.quiet_sampled + 1 if unchanged and placed.estimate else 0
         return placed
+
+    def seed_panel(self, cand: Candidate, st: ProcessState, plan: Plan | None,
+                   deadline: Deadline, host_migrated: int | None) -> None:
+        """Give a process whose kept full placement is served, and that the plan would
+        sample (``plan.max_queries`` set), a panel of pages to follow where it has none: a
+        sampled read of at most :data:`SEED_QUERIES` pages whose estimate is dropped. The
+        evidence says nothing changed since the full read, so the pages' nodes now are
+        theirs then; the sampled read after the next change counts what moved from there
+        (``docs/movement.md``). A read that fails leaves no panel (counted, tried again
+        next scan); Gone and Expired are raised."""
+        if (st.sampled is not None or plan is None or plan.max_queries is None
+                or self.sampled is None):
+            return
+        memory = SampleMemory()
+        try:
+            self.sampled(cand.files, cand.status, SampledRequest(
+                key=st.key, max_queries=min(plan.max_queries, SEED_QUERIES),
+                deadline=deadline, memory=memory, host_migrated=host_migrated,
+                faulted=False))
+        except (Gone, Expired):
+            raise
+        except SourceError as err:
+            self.errors.read(err)
+            return
+        st.sampled = memory
 
     def verify(self, cand: Candidate, kept: Placement, read: Placement) -> None:
         """Count a verification of a kept placement against the one just read, and a
@@ -394,19 +435,22 @@ class ProcessReader:
 
     def read_placement(self, cand: Candidate, st: ProcessState, plan: Plan | None,
                        deadline: Deadline, t0: float, mono: float,
-                       host_migrated: int | None = None, faulted: bool = True) -> Placement:
+                       host_migrated: int | None = None, faulted: bool = True,
+                       unchanged: bool = False) -> Placement:
         """Return where the process's pages are, read by the planned method, and record the
-        read's cost (see :meth:`placement`; ``faulted``: see :meth:`place`)."""
+        read's cost (see :meth:`placement`; ``faulted``, ``unchanged``: see :meth:`place`)."""
         hold = HoldMeter(self.cpu)
         c0 = self.cpu()
         try:
-            placed = self.place(cand, st, plan, deadline, hold, host_migrated, faulted)
+            placed = self.place(cand, st, plan, deadline, hold, host_migrated, faulted,
+                                unchanged)
         except Denied:
             st.denied = True
             raise
         cpu = self.cpu() - c0
         placed = self.policies(placed, st, cand.resident, mono)
-        if placed.method == Method.FULL and plan is not None and plan.reason == Reason.POLICY:
+        if (placed.method == Method.FULL and plan is not None
+                and plan.reason in (Reason.POLICY, Reason.QUIET)):
             st.costs = st.costs.record_policy_read(hold=hold.longest,
                                                    mappings=placed.mappings, now=mono)
         elif placed.method == Method.FULL:
@@ -423,14 +467,17 @@ class ProcessReader:
 
     def place(self, cand: Candidate, st: ProcessState, plan: Plan | None,
               deadline: Deadline = NEVER, hold: HoldMeter | None = None,
-              host_migrated: int | None = None, faulted: bool = True) -> Placement:
+              host_migrated: int | None = None, faulted: bool = True,
+              unchanged: bool = False) -> Placement:
         """Return where the process's pages are, by the planned method (full without one).
 
         A sampled estimate carries no memory policies (only numa_maps shows them): see
         :meth:`policies`. It uses and updates what the process's earlier sampled reads
         learned (``st.sampled``), with the host's migrated-pages counter ``host_migrated``
         and ``faulted``: whether the process took a fault or changed size since its last
-        read (True: or unknown).
+        read (True: or unknown). A full read drops what they learned unless ``unchanged``
+        (the change evidence says nothing changed since the last read: the followed pages
+        are where they were, and nothing moved that either reader would count twice).
         """
         files = cand.files
         if plan is not None and plan.method == Method.SAMPLED and self.sampled is not None:
@@ -452,8 +499,9 @@ class ProcessReader:
                               reason=first.reason if first else None)
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
         # the full read counts movement from here on; a panel kept across it would count
-        # the moves between two full reads a second time
-        st.sampled = None
+        # the moves between two full reads a second time (none where nothing changed)
+        if not unchanged:
+            st.sampled = None
         st.weighted_nodes = dict(maps.weighted_nodes)
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
                          maps.off_policy_bytes, Method.FULL, mappings=maps.mappings,

@@ -17,6 +17,7 @@ import structlog
 
 from numa_exporter.config import Config
 from numa_exporter.model.cadence import CadencePolicy, Plan, ReadCosts, Reason
+from numa_exporter.model.change_evidence import judge
 from numa_exporter.model.clock import ScanTime, SteadyClock
 from numa_exporter.model.detail_level import DetailTrack, assign, rule_of
 from numa_exporter.model.drift import WarmupRule
@@ -66,6 +67,7 @@ from numa_exporter.scan.process import (
     PlacementReader,
     ProcessReader,
     SampledReader,
+    process_counters,
 )
 from numa_exporter.scan.select import Candidate, Outcomes, ScreenMemo, select
 from numa_exporter.scan.stages import StageTimer
@@ -311,20 +313,23 @@ class Scanner:
         return Outcome.KEPT
 
     def _plan(self, cand: Candidate, policy: CadencePolicy, now: ScanTime,
-              deadline: Deadline) -> Plan:
+              deadline: Deadline, system: SystemSample) -> Plan:
         """Return this scan's plan for ``cand``: made again after a page-size probe when
-        the planned hold is over budget (huge pages walk faster)."""
+        the planned hold is over budget (huge pages walk faster). The change evidence
+        against its last read (``system``'s host counters) says whether it is quiet."""
         sampling = self.reader.sampled is not None and self.config.sampling
         prev = self.table.peek(cand.key)
         costs = prev.costs if prev is not None else ReadCosts()
         due = policies_due(prev.policies if prev is not None else None, now.mono,
                            cand.resident, self.config.policy_interval)
+        quiet = prev is not None and judge(
+            prev.counters, process_counters(cand, system.change_counters)).unchanged
         p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident, sampling=sampling,
-                       policies_due=due)
+                       policies_due=due, quiet=quiet)
         if p.reason == Reason.HOLD and self._probed(cand, now, deadline):
             costs = self.table.get(cand.key).costs
             p = costs.plan(policy, now=now.mono, resident_bytes=cand.resident,
-                           sampling=sampling, policies_due=due)
+                           sampling=sampling, policies_due=due, quiet=quiet)
         return p
 
     def _read_one(self, cand: Candidate, system: SystemSample, p: Plan, now: ScanTime,
@@ -387,7 +392,7 @@ class Scanner:
                 states[self._keep(cand, samples)] += 1
                 continue
             scan_end = Deadline(deadline, self.stop_event, self.clock)
-            p = self._plan(cand, policy, now, scan_end)
+            p = self._plan(cand, policy, now, scan_end, system)
             if not p.read_now:
                 states[self._keep(cand, samples, now.wall_of(p.next_due))] += 1
                 continue

@@ -1,7 +1,8 @@
 """Selection: which processes a scan reads, and in what order.
 
 Every pid is screened from two lines of its ``status`` (VmRSS + HugetlbPages against
-``--process.min-resident``; the full parse only for those that pass), then by the
+``--process.min-resident``; the full parse only for those that pass, and not again while
+the bytes are those it was parsed from: :attr:`ScreenMemo.status`), then by the
 include/exclude patterns; the ``--process.top`` largest are kept, the processes left over by
 the last scan go first, and each candidate's ``stat`` gives its identity (start time).
 
@@ -32,6 +33,7 @@ from numa_exporter.parsers.pid_stat import PidStat
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.readers.error_report import ErrorReporter
 from numa_exporter.readers.process_files import (
+    StatusMemo,
     read_cmdline,
     read_live_thread,
     read_resident_pages,
@@ -118,6 +120,9 @@ class ScreenMemo:
 
     config: Config | None = None
     out: dict[int, Kept] = field(default_factory=dict)
+    # the last parsed status of each candidate (``read_status``): a sleeping process's
+    # status is the same bytes scan after scan, and is not parsed again
+    status: StatusMemo = field(default_factory=dict)
 
     def begin(self, config: Config) -> None:
         """Forget every verdict made under another config."""
@@ -148,18 +153,19 @@ def matches(config: Config, files: ProcessFiles, comm: str) -> bool:
 
 
 def screen(proc: ProcFS, pid: int, config: Config, errors: ErrorReporter,
-           statm: bool = False) -> Candidate | Verdict:
+           statm: bool = False, parsed: StatusMemo | None = None) -> Candidate | Verdict:
     """Return the candidate for ``pid``, or the verdict that passed it over (a failed read
     is reported to ``errors``; a gone process quietly).
 
-    ``statm``: no hugetlb page is in use on the host; screen by ``statm`` first."""
+    ``statm``: no hugetlb page is in use on the host; screen by ``statm`` first.
+    ``parsed``: the last parsed status by pid (``read_status``)."""
     files = proc.process(pid)
     patterns = config.include is not None or config.exclude is not None
     try:
         # the patterns are matched before the full parse: most processes stop there
         status = read_status(files, config.min_resident, errors,
                              (lambda name: matches(config, files, name)) if patterns else None,
-                             statm)
+                             statm, parsed)
         if status is None:
             return Verdict.OUT  # the common case: decided from two lines
         if status.vm_rss is None:  # a kernel thread, or a process whose main thread exited
@@ -245,7 +251,8 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
                 states[Outcome.SKIPPED] += verdict.skipped
                 continue
         try:
-            got = screen(proc, pid, config, errors, statm)
+            got = screen(proc, pid, config, errors, statm,
+                         memo.status if memo is not None else None)
         except Exception as exc:  # one bad file costs one process, never the scan
             errors.bug("status", f"{proc.root}/{pid}/status", exc)
             states[Outcome.SKIPPED] += 1
@@ -260,6 +267,9 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
             still[pid] = Kept(ns, got.outcome is not None, pages, now)
     if memo is not None:
         memo.out = still
+        listed = set(pids)
+        for gone in [p for p in memo.status if p not in listed]:
+            del memo.status[gone]
     out.sort(key=lambda c: (-c.resident, c.pid))
     if config.top and len(out) > config.top:
         states[Outcome.SKIPPED] += len(out) - config.top
