@@ -23,6 +23,7 @@ from numa_exporter.model.change_evidence import (
     bounded_moves,
     host_counters,
     judge,
+    migration_evidence,
     movement_allowance,
 )
 from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory
@@ -194,6 +195,57 @@ def test_a_move_beyond_what_the_host_migrated_is_bounded_by_it(tmp_path: Path) -
     _fault(root, 16384)
     _migrate(root, 1000)
     assert _moved(_proc(scanner)) == (1000 * PAGE, 1000 * PAGE)
+
+
+def _balance(root: Path, host: int, own: int) -> None:
+    """NUMA balancing migrated ``host`` pages on the host (``pgmigrate_success`` and
+    ``numa_pages_migrated`` of vmstat), ``own`` of them by the process's thread's hinting
+    faults (its ``numa_pages_migrated`` in sched)."""
+    p = root / "proc/vmstat"
+    p.write_text(re.sub(r"^(pgmigrate_success|numa_pages_migrated) (\d+)$",
+                        lambda m: f"{m[1]} {int(m[2]) + host}", p.read_text(), flags=re.M))
+    sched = root / f"proc/{PID}/task/{PID}/sched"
+    sched.write_text(re.sub(r"(numa_pages_migrated\s+:\s+)(\d+)",
+                            lambda m: f"{m[1]}{int(m[2]) + own}", sched.read_text()))
+
+
+def test_balancing_migrations_of_other_processes_do_not_count_recycled_memory(
+        tmp_path: Path) -> None:
+    """Balancing on (issue 33): the host's NUMA balancing migrated 20,000 pages of other
+    processes (pgmigrate_success and numa_pages_migrated moved together; this process's
+    threads migrated none) while its 64 MiB was freed and faulted again on node 0: nothing
+    counts as moved (before: the host's 20,000 pages let all 64 MiB count). Its own hinting
+    faults migrating its memory back to node 1 count in full; so does a migrate_pages of
+    it (pgmigrate_success alone)."""
+    root = _root(tmp_path)
+    (root / "proc/sys/kernel/numa_balancing").write_text("1\n")
+    scanner = Scanner(fixture_config(root, warmup_age=0.0))
+    assert _moved(_proc(scanner)) == (0, 0)
+    _place(root, 16384, 49154)  # recycled: freed on node 1, faulted again on node 0
+    _fault(root, 16384)
+    _balance(root, 20000, 0)
+    assert _moved(_proc(scanner)) == (0, 0)
+    _place(root, 0, 65538)  # its own hinting faults migrated it back to node 1
+    _fault(root, 16384)
+    _balance(root, 20000, 16384)
+    p = _proc(scanner)
+    assert p.drift is not None
+    assert p.drift.arrived_bytes == {1: 64 * MiB} and p.drift.departed_bytes == {0: 64 * MiB}
+    _place(root, 16384, 49154)  # migrate_pages(2) by another process: no fault of its own
+    _balance(root, 5000, 0)
+    _migrate(root, 16384)
+    p = _proc(scanner)
+    assert p.drift is not None
+    assert p.drift.arrived_bytes == {1: 64 * MiB, 0: 64 * MiB}
+
+
+def test_migration_evidence_takes_balancing_out_of_the_host_count_but_its_own() -> None:
+    # pgmigrate_success 1000, of which balancing 800, 50 of those of this process
+    assert migration_evidence(1000, 800, 50) == 250
+    assert migration_evidence(1000, 800, None) == 1000  # its own unknown: the host's
+    assert migration_evidence(1000, None, 50) == 1000  # no split known: the host's
+    assert migration_evidence(None, 800, 50) is None
+    assert migration_evidence(100, 120, 7) == 7  # counters read a moment apart
 
 
 def _skipped(scanner: Scanner) -> int:

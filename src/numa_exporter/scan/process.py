@@ -24,6 +24,7 @@ from numa_exporter.model.change_evidence import (
     Judgement,
     ProcessCounters,
     judge,
+    migration_evidence,
 )
 from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
@@ -697,7 +698,12 @@ class ProcessReader:
         judged = judge(st.counters, counters)
         try:
             threads = self.threads(cand.files, st, deadline)
-            placed = self.placement(cand, st, plan, deadline, t0, now.mono, host_migrated,
+            # the bound of this process's movement: the host's migrations but balancing's,
+            # and balancing's of its own threads' hinting faults (docs/movement.md)
+            migrated = migration_evidence(
+                host_migrated, host.balancing_migrated if host is not None else None,
+                threads.pages_migrated)
+            placed = self.placement(cand, st, plan, deadline, t0, now.mono, migrated,
                                     judged)
             found = self.texts(cand)
             uses = self.accelerators(cand, found, deadline)
@@ -708,7 +714,7 @@ class ProcessReader:
         homing = self.homing(cand, system, threads, placed, uses, pod.kubelet, found)
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
         tiers = self.tiers(system, homing, cand.status, threads)
-        drift = self.drift(st, who, homing, now, placed, host_migrated)
+        drift = self.drift(st, who, homing, now, placed, migrated)
         st.counters = counters
         st.reads += 1
         st.abandoned = 0
