@@ -197,6 +197,31 @@ def test_a_move_beyond_what_the_host_migrated_is_bounded_by_it(tmp_path: Path) -
     assert _moved(_proc(scanner)) == (1000 * PAGE, 1000 * PAGE)
 
 
+def test_a_migration_read_while_it_runs_is_counted_in_full(tmp_path: Path) -> None:
+    """migrate_pages() adds to pgmigrate_success when it ends: a read made while it runs
+    sees part of the move (24 MiB) with the host's counter unmoved, the next read the rest
+    (40 MiB) with the counter up by all 64 MiB. The process took no fault throughout, so
+    no page of it was recycled: both parts count (before: the first part was dropped, 40 of
+    64 MiB counted; the 4-node guest under NUMA balancing counted 54 of 128 MiB)."""
+    root = _root(tmp_path)
+    scanner = Scanner(fixture_config(root, warmup_age=0.0))
+    _proc(scanner)
+    _migrate(root, 1)  # the host is not quiet: the process is read again
+    _proc(scanner)
+    _place(root, 6144, 59394)  # 24 MiB moved so far, the call still running
+    _migrate(root, 1)  # one page of some other process: the process is read again
+    assert _moved(_proc(scanner)) == (24 * MiB, 24 * MiB)
+    _place(root, 16384, 49154)
+    _migrate(root, 16384)
+    p = _proc(scanner)
+    assert p.drift is not None
+    assert p.drift.arrived_bytes == {0: 64 * MiB} and p.drift.departed_bytes == {1: 64 * MiB}
+    _place(root, 0, 65538)  # faulted again on node 1 (a fault), and one page migrated
+    _fault(root, 16384)
+    _migrate(root, 1)
+    assert _moved(_proc(scanner)) == (64 * MiB + PAGE, 64 * MiB + PAGE)
+
+
 def _balance(root: Path, host: int, own: int) -> None:
     """NUMA balancing migrated ``host`` pages on the host (``pgmigrate_success`` and
     ``numa_pages_migrated`` of vmstat), ``own`` of them by the process's thread's hinting

@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Protocol
 
 import structlog
@@ -659,7 +660,7 @@ class ProcessReader:
 
     # --- stage 8: drift ------------------------------------------------------------------
     def drift(self, st: ProcessState, who: Identity, homing: Homing, now: ScanTime,
-              placed: Placement, host_migrated: int | None) -> Drift | None:
+              placed: Placement, host_migrated: int | None, cand: Candidate) -> Drift | None:
         """Return the process's drift after this read (None with the drift collector off):
         a full read's movement from its bytes per node, a sampled read's from the pages it
         followed, both gated on the host's migrated-pages counter ``host_migrated``."""
@@ -672,7 +673,23 @@ class ProcessReader:
                                 homing.locality.remote_ratio, host_migrated=host_migrated,
                                 moved=est.moved if est is not None and not placed.kept
                                 else None,
-                                exact=est is None, page_size=PAGE_SIZE)
+                                exact=est is None, page_size=PAGE_SIZE,
+                                quiet=partial(self.quiet_through, cand, st))
+
+    def quiet_through(self, cand: Candidate, st: ProcessState) -> bool:
+        """Return whether the process took no fault from the start of its previous read to
+        now (its stat read again) and kept its resident sizes from then to this read's
+        start: no page of it can have been recycled since (False where unknown)."""
+        before = st.counters
+        if (before is None or before.faults is None or cand.stat is None
+                or before.faults != cand.stat.faults
+                or before.sizes != process_counters(cand, None).sizes):
+            return False
+        try:
+            after = read_stat(cand.files, self.errors)
+        except SourceError:
+            return False
+        return after is not None and after.faults == before.faults
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
@@ -714,7 +731,7 @@ class ProcessReader:
         homing = self.homing(cand, system, threads, placed, uses, pod.kubelet, found)
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
         tiers = self.tiers(system, homing, cand.status, threads)
-        drift = self.drift(st, who, homing, now, placed, migrated)
+        drift = self.drift(st, who, homing, now, placed, migrated, cand)
         st.counters = counters
         st.reads += 1
         st.abandoned = 0
