@@ -100,7 +100,7 @@ while True:
 """
 SPARSE_RESERVE_MIB = 1024
 SPARSE_STRIDE = 17  # pages; co-prime with the node count: interleave spreads them
-GROW_START_MIB, GROW_STEP_MIB, GROW_MAX_MIB, GROW_PERIOD_S = 64, 2, 192, 2.0
+GROW_START_MIB, GROW_STEP_MIB, GROW_MAX_MIB, GROW_PERIOD_S = 64, 2, 448, 2.0  # grows all run
 # rkwork-sparse: every SPARSE_STRIDE-th page of a reservation touched once (present pages
 # spread thinly over a big mapping); rkwork-grow: a heap touched GROW_STEP_MIB further every
 # GROW_PERIOD_S. Run under numactl --interleave=all; write pid= once the first part is in.

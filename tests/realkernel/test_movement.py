@@ -21,8 +21,8 @@ minute of scans. Each scrape is checked against the workload's numa_maps read be
   kernel had them when that exporter read it (the recycler logs its phases): the sampled
   exporter is within 5 % of the process's size as often as the full one (10 points slack);
 * a sparse static mapping (every 17th page of 1 GiB, interleaved) and a heap growing 2 MiB
-  every 2 s, read by the sampled exporter, are within 3 % of their size per node after a
-  minute;
+  every 2 s all run, read by the sampled exporter, are within 3 % of their size per node
+  after a minute (the median scrape after it, and the last);
 * a process whose memory NUMA balancing migrates (its thread moved off its memory's node,
   touching it) has what left its node counted by the full exporter within 10 % of 64 MiB
   (balancing on: its own hinting-fault migrations; off: nothing moved, nothing counted).
@@ -120,8 +120,10 @@ def test_every_read_was_sampled(run: tuple[Path, dict[str, Any]]) -> None:
         seen = 0
         for n, _ in summary["scans"]:
             got = _scan(out, n).select("numa_process_placement_info", pid=str(pid))
-            if not got and not seen:
-                continue  # not read yet (the first scans share a budget)
+            if not seen and not (got and all(lab["method"] == "sampled" for lab, _ in got)):
+                # not read yet (the first scans share a budget, six processes under TCG), or
+                # its first read, of its memory policies, in full (model/policies.py)
+                continue
             seen += 1
             assert got and all(lab["method"] == "sampled" for lab, _ in got), (n, pid, got)
             assert all(lab["path"] in ("move_pages", "pagemap_scan") for lab, _ in got)
@@ -336,9 +338,9 @@ def test_recycling_bytes_follow_the_kernel_as_often_sampled_as_full(
 def test_sparse_and_growing_processes_converge_within_a_minute(
         run: tuple[Path, dict[str, Any]], name: str) -> None:
     """A sparse static mapping (every 17th page of 1 GiB) and a heap growing 2 MiB every
-    2 s, both interleaved, read by the sampled exporter: after a minute of scans their bytes
-    per node are within 3 % of their size of numa_maps' (the last scrape, and the median
-    scrape after the minute)."""
+    2 s for the whole run (into a 448 MiB reservation), both interleaved, read by the
+    sampled exporter: after a minute of scans their bytes per node are within 3 % of their
+    size of numa_maps' (the last scrape, and the median scrape after the minute)."""
     out, summary = run
     errs = _follows(out, summary, name, False)
     late = [e for e, (_, t) in zip(errs, summary["scans"], strict=True) if t >= MINUTE_S]
