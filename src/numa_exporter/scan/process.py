@@ -454,8 +454,14 @@ class ProcessReader:
                               reason=first.reason if first else None)
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
         # the full read counts movement from here on; a panel kept across it would count
-        # the moves between two full reads a second time
-        st.sampled = None
+        # the moves between two full reads a second time. Not across a read of the
+        # policies of a process sampled before it: that read compares nothing (the read
+        # before it was sampled), and the sampled reads go on with their panel and carried
+        # counts (a process whose size keeps moving has its policies due again and again:
+        # each read would else start the estimate afresh)
+        if not (plan is not None and plan.reason == Reason.POLICY and st.placed is not None
+                and st.placed.method == Method.SAMPLED):
+            st.sampled = None
         st.weighted_nodes = dict(maps.weighted_nodes)
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
                          maps.off_policy_bytes, Method.FULL, mappings=maps.mappings,
