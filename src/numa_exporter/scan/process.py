@@ -666,7 +666,8 @@ class ProcessReader:
 
     # --- stage 8: drift ------------------------------------------------------------------
     def drift(self, st: ProcessState, who: Identity, homing: Homing, now: ScanTime,
-              placed: Placement, host_migrated: int | None, cand: Candidate) -> Drift | None:
+              placed: Placement, host_migrated: int | None, cand: Candidate,
+              own_migrated: int | None = None) -> Drift | None:
         """Return the process's drift after this read (None with the drift collector off):
         a full read's movement from its bytes per node, a sampled read's from the pages it
         followed, both gated on the host's migrated-pages counter ``host_migrated``."""
@@ -680,22 +681,26 @@ class ProcessReader:
                                 moved=est.moved if est is not None and not placed.kept
                                 else None,
                                 exact=est is None, page_size=PAGE_SIZE,
-                                quiet=partial(self.quiet_through, cand, st))
+                                own_migrated=own_migrated,
+                                faults=partial(self.faults_through, cand, st))
 
-    def quiet_through(self, cand: Candidate, st: ProcessState) -> bool:
-        """Return whether the process took no fault from the start of its previous read to
-        now (its stat read again) and kept its resident sizes from then to this read's
-        start: no page of it can have been recycled since (False where unknown)."""
+    def faults_through(self, cand: Candidate, st: ProcessState) -> int | None:
+        """Return the faults the process took from the start of its previous read to now
+        (its stat read again; None where unknown, or where none and its resident sizes
+        changed from then to this read's start: pages left or came without a fault of its
+        own, so none says nothing)."""
         before = st.counters
-        if (before is None or before.faults is None or cand.stat is None
-                or before.faults != cand.stat.faults
-                or before.sizes != process_counters(cand, None).sizes):
-            return False
+        if before is None or before.faults is None:
+            return None
         try:
             after = read_stat(cand.files, self.errors)
         except SourceError:
-            return False
-        return after is not None and after.faults == before.faults
+            return None
+        if after is None or after.faults < before.faults:
+            return None
+        if after.faults == before.faults and before.sizes != process_counters(cand, None).sizes:
+            return None
+        return after.faults - before.faults
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
@@ -737,7 +742,8 @@ class ProcessReader:
         homing = self.homing(cand, system, threads, placed, uses, pod.kubelet, found)
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
         tiers = self.tiers(system, homing, cand.status, threads)
-        drift = self.drift(st, who, homing, now, placed, migrated, cand)
+        drift = self.drift(st, who, homing, now, placed, migrated, cand,
+                           threads.pages_migrated)
         st.counters = counters
         st.reads += 1
         st.abandoned = 0
