@@ -286,9 +286,11 @@ def _recycle_errors(out: Path, summary: dict[str, Any], full: bool) -> list[floa
     phase, the largest per-node error against the kernel then: the region on the phase's
     node, the rest of the process as numa_maps read beside the scrape. When the read was:
     the full exporter's, from the start of the scan that read it to the scrape (its scans
-    are short); the sampled one's, its read's duration up to its log line (its scans take
-    up to 10 s under TCG, longer than a phase); a scrape of the sampled one served from a
-    full read of the process's policies (no log line) is left out."""
+    are short); the sampled one's, from the end of the scan before the one it was logged
+    in up to its log line (its scans take up to 10 s under TCG, longer than a phase; a
+    read's own duration misses a read resumed after a scan deadline); a scrape of the
+    sampled one served from a full read of the process's policies (no log line) is left
+    out."""
     pid = str(summary["pids"]["recycle"])
     phases = _phases(out)
     reads, done = ([], []) if full else _sampled_reads(out, int(pid))
@@ -303,7 +305,8 @@ def _recycle_errors(out: Path, summary: dict[str, Any], full: bool) -> list[floa
         if not full:  # the last sampled read of the scan scraped: it ended when it logged
             end = max((t for t in done if t <= t1), default=0.0)  # of the scan scraped
             t1 = max((t for t in reads if t <= end), default=0.0)
-            t0 = t1 - (s.value("numa_process_read_duration_seconds", pid=pid) or 0.0)
+            # made in the scan it was logged in: after the scan before it ended
+            t0 = max((t for t in done if t < t1), default=0.0)
         # else read after its scan began (the timestamp), before the scrape
         node = _region_node(phases, t0, t1) if t0 is not None else None
         if node is None:

@@ -24,7 +24,10 @@ things built on that sample need more than one read:
   estimate is a fresh one. Except growth: where a kind's resident bytes grew and its
   mappings of the last read all still stand (new mappings, or old ones extended), the
   ranges of the last read keep their counts for the bytes they held, and only the new
-  ranges are estimated fresh (:func:`grown_part`, :func:`mixed_counts`).
+  ranges are estimated fresh (:func:`grown_part`, :func:`mixed_counts`). A kind that grew
+  inside the same mappings (a heap touched further into its reservation) by at most
+  :data:`GROWN_WITHIN` keeps its counts weighted by the share of its bytes they describe
+  (:func:`kept_counts`).
 
 State per process is bounded: at most :data:`PANEL_PAGES` followed pages (10 bytes each)
 and one count per (kind, node).
