@@ -37,13 +37,14 @@ WORKLOADS = {
     "moved": ["--cpunodebind=0", "--membind=2"],
 }
 SIZES = {"still": 256, "moved": 128}
+DRIFT_MIB = 64
 RECYCLE_MIB = 64
-RECYCLE_PERIOD_S = 4.0
+RECYCLE_PERIOD_S = 6.0
 # named rkwork-recycle (the exporters include ^rkwork); writes pid= to its ready file once
 # its memory is touched, then frees and touches it again from the next node, forever
 RECYCLER = r"""
 import ctypes, mmap, os, sys, threading, time
-ready, mib, period = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+ready, mib, period, phases = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 ctypes.CDLL(None).prctl(15, b"rkwork-recycle", 0, 0, 0)
 size = mib << 20
 m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -67,21 +68,67 @@ def touch(node):
     for i in range(0, size, 4096):
         m[i] = 1
 
-def recycle(k):
+start = "%x" % ctypes.addressof(ctypes.c_char.from_buffer(m))
+
+def where():
+    # the node holding most of the region now, from the process's own numa_maps: the line
+    # of the mapping that holds it (a thread's stack mapped next to it may merge with it)
+    lines = [(int(line.split()[0], 16), line) for line in open("/proc/self/numa_maps")]
+    line = max((a, t) for a, t in lines if a <= int(start, 16))[1]
+    counts = [(int(w[1:].split("=")[1]), int(w[1:].split("=")[0]))
+              for w in line.split() if w[0] == "N" and "=" in w]
+    return max(counts)[1] if counts else -1
+
+def recycle(k, freed):
     t = threading.Thread(target=touch, args=(nodes[k % len(nodes)],))
     t.start()
     t.join()
+    # a phase: freed at (wall) time freed, all on one node from now until the next free
+    with open(phases, "a") as fh:
+        fh.write(f"{start} {freed:.3f} {time.time():.3f} {where()}\n")
 
-recycle(0)
+recycle(0, time.time())
 with open(ready + ".tmp", "w") as fh:
     fh.write(f"pid={os.getpid()}\n")
 os.rename(ready + ".tmp", ready)
 k = 1
 while True:
     time.sleep(period)
+    freed = time.time()
     m.madvise(mmap.MADV_DONTNEED)
-    recycle(k)
+    recycle(k, freed)
     k += 1
+"""
+SPARSE_RESERVE_MIB = 1024
+SPARSE_STRIDE = 17  # pages; co-prime with the node count: interleave spreads them
+GROW_START_MIB, GROW_STEP_MIB, GROW_MAX_MIB, GROW_PERIOD_S = 64, 2, 448, 2.0  # grows all run
+# rkwork-sparse: every SPARSE_STRIDE-th page of a reservation touched once (present pages
+# spread thinly over a big mapping); rkwork-grow: a heap touched GROW_STEP_MIB further every
+# GROW_PERIOD_S. Run under numactl --interleave=all; write pid= once the first part is in.
+SHAPED = r"""
+import ctypes, mmap, os, sys, time
+ready, shape, a, b, c, d = sys.argv[1], sys.argv[2], *map(float, sys.argv[3:7])
+ctypes.CDLL(None).prctl(15, b"rkwork-" + shape.encode(), 0, 0, 0)
+size = int(a) << 20
+m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+m.madvise(mmap.MADV_NOHUGEPAGE)
+def touch(lo, hi, step):
+    for i in range(lo, hi, step):
+        m[i] = 1
+if shape == "sparse":
+    touch(0, size, 4096 * int(b))
+    upto = size
+else:
+    upto = int(b) << 20
+    touch(0, upto, 4096)
+with open(ready + ".tmp", "w") as fh:
+    fh.write(f"pid={os.getpid()}\n")
+os.rename(ready + ".tmp", ready)
+while True:
+    time.sleep(d if shape == "grow" else 60)
+    if shape == "grow" and upto < size:
+        touch(upto, min(upto + (int(c) << 20), size), 4096)
+        upto = min(upto + (int(c) << 20), size)
 """
 
 
@@ -120,7 +167,19 @@ def _start(name: str, plan: dict[str, Any], out: Path) -> tuple[subprocess.Popen
     ready.unlink(missing_ok=True)
     if name == "recycle":
         argv = [sys.executable, "-c", RECYCLER, str(ready), str(RECYCLE_MIB),
-                str(RECYCLE_PERIOD_S)]
+                str(RECYCLE_PERIOD_S), str(out / "recycle-phases.txt")]
+    elif name == "sparse":
+        argv = ["numactl", "--interleave=all", sys.executable, "-c", SHAPED, str(ready),
+                name, str(SPARSE_RESERVE_MIB), str(SPARSE_STRIDE), "0", "0"]
+    elif name == "grow":
+        argv = ["numactl", "--interleave=all", sys.executable, "-c", SHAPED, str(ready),
+                name, str(GROW_MAX_MIB), str(GROW_START_MIB), str(GROW_STEP_MIB),
+                str(GROW_PERIOD_S)]
+    elif name == "drift":
+        # first touched on node 1, then moved to node 0's CPUs where it keeps touching its
+        # memory: NUMA balancing (when on) migrates it, other processes' migrations
+        argv = ["numactl", "--cpunodebind=1", plan["workload"], "-m", "migrate", "-s",
+                str(DRIFT_MIB), "-c", "0", "-r", str(ready), "-T", "1200"]
     else:
         argv = ["numactl", *WORKLOADS[name], plan["workload"], "-m", "anon", "-s",
                 str(SIZES[name]), "-c", "0", "-r", str(ready), "-T", "1200"]
@@ -141,12 +200,16 @@ def _record(url: str, scans: int, pids: dict[str, int], out: Path, timeout: floa
     if got is None:
         raise RuntimeError(f"no scan after {scans} within {timeout} s")
     n, text = got
+    walls = [time.time()]  # each scrape's (wall) time: its reads were made before it
     _write(out / f"scan-{n:03d}.prom", text)
     if full is not None:
         _write(out / f"scan-{n:03d}-full.prom", _scrape(full) or "")
+        walls.append(time.time())
+    _write(out / f"scraped-{n:03d}", " ".join(f"{w:.3f}" for w in walls))
     for name, pid in pids.items():
         with contextlib.suppress(OSError):
             _write(out / f"numa_maps-{n:03d}-{name}", Path(f"/proc/{pid}/numa_maps").read_text())
+    _write(out / f"vmstat-{n:03d}", Path("/proc/vmstat").read_text())
     return n
 
 
@@ -158,7 +221,7 @@ def run(plan: dict[str, Any], out: Path) -> dict[str, Any]:
     full: subprocess.Popen[bytes] | None = None
     try:
         pids: dict[str, int] = {}
-        for name in (*WORKLOADS, "recycle"):
+        for name in (*WORKLOADS, "recycle", "sparse", "grow", "drift"):
             wl, pid = _start(name, plan, out)
             wls.append(wl)
             pids[name] = pid
@@ -189,7 +252,11 @@ def run(plan: dict[str, Any], out: Path) -> dict[str, Any]:
             raise RuntimeError("an exporter never completed a scan")
         scans = first[0]
         t0 = time.monotonic()
-        for _ in range(plan["scans_before"]):
+        scans = _record(url, scans, pids, out, 120, full_url)
+        summary["scans"].append([scans, 0.0])
+        # off to node 0, touching its memory: balancing (when on) migrates it from here on
+        os.kill(pids["drift"], signal.SIGUSR1)
+        for _ in range(plan["scans_before"] - 1):
             scans = _record(url, scans, pids, out, 120, full_url)
             summary["scans"].append([scans, round(time.monotonic() - t0, 2)])
         r = subprocess.run(["migratepages", str(pids["moved"]), "2", "3"], capture_output=True,
@@ -224,7 +291,7 @@ def main() -> int:
     out = Path(plan["out"])
     out.mkdir(parents=True, exist_ok=True)
     Path("/sys/kernel/mm/transparent_hugepage/enabled").write_text("madvise")
-    Path("/proc/sys/kernel/numa_balancing").write_text("0")
+    Path("/proc/sys/kernel/numa_balancing").write_text(str(plan.get("balancing", 0)))
     _write(out / "uname.txt", os.uname().release)
     t0 = time.monotonic()
     summary = run(plan, out)

@@ -9,6 +9,7 @@ import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from numa_exporter.model.change_evidence import (
     bounded_moves,
     host_counters,
     judge,
+    migration_evidence,
     movement_allowance,
 )
 from numa_exporter.model.sample_memory import CARRY_READS, SampleMemory
@@ -189,15 +191,106 @@ def test_recycled_memory_is_not_movement_even_after_an_unrelated_migration(
 
 
 def test_a_move_beyond_what_the_host_migrated_is_bounded_by_it(tmp_path: Path) -> None:
-    """A fault and a migration in one interval: the host migrated 1,000 pages, so at most
-    1,000 pages of the 64 MiB found on another node count as moved."""
+    """A fault and a migration in one interval: 64 MiB found on another node, 10,000 pages
+    of which the process's faults may have recycled; the host migrated 1,000 pages, so at
+    most 1,000 pages of the rest count as moved."""
+    root = _root(tmp_path)
+    scanner = Scanner(fixture_config(root, warmup_age=0.0))
+    _proc(scanner)
+    _place(root, 16384, 49154)
+    _fault(root, 10000)
+    _migrate(root, 1000)
+    assert _moved(_proc(scanner)) == (1000 * PAGE, 1000 * PAGE)
+
+
+def test_recycling_while_another_process_migrates_is_not_counted(tmp_path: Path) -> None:
+    """Issue 33 (the 4-node 6.1 guest under balancing: 64 MiB counted in the interval in
+    which migratepages moved another process): 64 MiB freed and faulted again on node 0,
+    16,384 faults of the process, while the host migrated 32,768 pages of another: what
+    changed node is no more than its faults recycled, so nothing counts (before: 64 MiB)."""
     root = _root(tmp_path)
     scanner = Scanner(fixture_config(root, warmup_age=0.0))
     _proc(scanner)
     _place(root, 16384, 49154)
     _fault(root, 16384)
-    _migrate(root, 1000)
-    assert _moved(_proc(scanner)) == (1000 * PAGE, 1000 * PAGE)
+    _migrate(root, 32768)
+    assert _moved(_proc(scanner)) == (0, 0)
+
+
+def test_a_migration_read_while_it_runs_is_counted_in_full(tmp_path: Path) -> None:
+    """migrate_pages() adds to pgmigrate_success when it ends: a read made while it runs
+    sees part of the move (24 MiB) with the host's counter unmoved, the next read the rest
+    (40 MiB) with the counter up by all 64 MiB. The process took no fault throughout, so
+    no page of it was recycled: both parts count (before: the first part was dropped, 40 of
+    64 MiB counted; the 4-node guest under NUMA balancing counted 54 of 128 MiB)."""
+    root = _root(tmp_path)
+    scanner = Scanner(fixture_config(root, warmup_age=0.0))
+    _proc(scanner)
+    _migrate(root, 1)  # the host is not quiet: the process is read again
+    _proc(scanner)
+    _place(root, 6144, 59394)  # 24 MiB moved so far, the call still running
+    _migrate(root, 1)  # one page of some other process: the process is read again
+    assert _moved(_proc(scanner)) == (24 * MiB, 24 * MiB)
+    _place(root, 16384, 49154)
+    _migrate(root, 16384)
+    p = _proc(scanner)
+    assert p.drift is not None
+    assert p.drift.arrived_bytes == {0: 64 * MiB} and p.drift.departed_bytes == {1: 64 * MiB}
+    _place(root, 0, 65538)  # faulted again on node 1 (its faults), one page migrated
+    _fault(root, 16384)
+    _migrate(root, 1)
+    assert _moved(_proc(scanner)) == (64 * MiB, 64 * MiB)  # recycled: nothing more
+
+
+def _balance(root: Path, host: int, own: int) -> None:
+    """NUMA balancing migrated ``host`` pages on the host (``pgmigrate_success`` and
+    ``numa_pages_migrated`` of vmstat), ``own`` of them by the process's thread's hinting
+    faults (its ``numa_pages_migrated`` in sched)."""
+    p = root / "proc/vmstat"
+    p.write_text(re.sub(r"^(pgmigrate_success|numa_pages_migrated) (\d+)$",
+                        lambda m: f"{m[1]} {int(m[2]) + host}", p.read_text(), flags=re.M))
+    sched = root / f"proc/{PID}/task/{PID}/sched"
+    sched.write_text(re.sub(r"(numa_pages_migrated\s+:\s+)(\d+)",
+                            lambda m: f"{m[1]}{int(m[2]) + own}", sched.read_text()))
+
+
+def test_balancing_migrations_of_other_processes_do_not_count_recycled_memory(
+        tmp_path: Path) -> None:
+    """Balancing on (issue 33): the host's NUMA balancing migrated 20,000 pages of other
+    processes (pgmigrate_success and numa_pages_migrated moved together; this process's
+    threads migrated none) while its 64 MiB was freed and faulted again on node 0: nothing
+    counts as moved (before: the host's 20,000 pages let all 64 MiB count). Its own hinting
+    faults migrating its memory back to node 1 count in full; so does a migrate_pages of
+    it (pgmigrate_success alone)."""
+    root = _root(tmp_path)
+    (root / "proc/sys/kernel/numa_balancing").write_text("1\n")
+    scanner = Scanner(fixture_config(root, warmup_age=0.0))
+    assert _moved(_proc(scanner)) == (0, 0)
+    _place(root, 16384, 49154)  # recycled: freed on node 1, faulted again on node 0
+    _fault(root, 16384)
+    _balance(root, 20000, 0)
+    assert _moved(_proc(scanner)) == (0, 0)
+    _place(root, 0, 65538)  # its own hinting faults migrated it back to node 1
+    _fault(root, 16384)
+    _balance(root, 20000, 16384)
+    p = _proc(scanner)
+    assert p.drift is not None
+    assert p.drift.arrived_bytes == {1: 64 * MiB} and p.drift.departed_bytes == {0: 64 * MiB}
+    _place(root, 16384, 49154)  # migrate_pages(2) by another process: no fault of its own
+    _balance(root, 5000, 0)
+    _migrate(root, 16384)
+    p = _proc(scanner)
+    assert p.drift is not None
+    assert p.drift.arrived_bytes == {1: 64 * MiB, 0: 64 * MiB}
+
+
+def test_migration_evidence_takes_balancing_out_of_the_host_count_but_its_own() -> None:
+    # pgmigrate_success 1000, of which balancing 800, 50 of those of this process
+    assert migration_evidence(1000, 800, 50) == 250
+    assert migration_evidence(1000, 800, None) == 1000  # its own unknown: the host's
+    assert migration_evidence(1000, None, 50) == 1000  # no split known: the host's
+    assert migration_evidence(None, 800, 50) is None
+    assert migration_evidence(100, 120, 7) == 7  # counters read a moment apart
 
 
 def _skipped(scanner: Scanner) -> int:
@@ -455,6 +548,49 @@ def test_movement_after_a_kept_full_read_is_counted_by_the_sampled_read(
         moved = _splitter(scanner)
         assert moved.method == "sampled"
         assert _moved(moved) == (1 * GiB, 1 * GiB), policy_interval
+class _MemorySeen(FakeSampled):
+    """FakeSampled that records the carried memory each read is given."""
+
+    def __init__(self, largest: int) -> None:
+        super().__init__(largest)
+        self.memories: list[SampleMemory | None] = []
+
+    def __call__(self, files: Any, status: Any, request: Any = None) -> Any:
+        self.memories.append(request.memory if request is not None else None)
+        return super().__call__(files, status, request)
+
+
+def test_a_read_of_policies_keeps_what_the_sampled_reads_carry(tmp_path: Path) -> None:
+    """A sampled process whose resident size moved by half has its memory policies read
+    in full; the sampled reads after it go on with the same carried memory (before: the
+    policy read dropped it, so a growing heap in the 4-node guest restarted its estimate
+    at every policy read, its per-node error back at 5-6 % each time)."""
+    root = _root(tmp_path)
+    status = root / "proc/300/status"  # "splitter", made 4 GiB: sampled by its hold
+
+    def resident(gib: int) -> None:
+        text = re.sub(r"VmRSS:\s+\d+ kB", f"VmRSS:\t{gib * GiB // 1024} kB",
+                      status.read_text())
+        status.write_text(re.sub(r"RssAnon:\s+\d+ kB", f"RssAnon:\t{gib * GiB // 1024} kB",
+                                 text))
+
+    resident(4)
+    fake = _MemorySeen(4 * GiB)
+    scanner = Scanner(fixture_config(root, include=re.compile("^splitter$"),
+                                     policy_interval=1e9, hold_budget=1e-6), sampled=fake)
+    for _ in range(3):  # the policies' first full read, then sampled reads
+        _migrate(root, 1)
+        scanner.scan()
+    before = fake.calls
+    assert before >= 1 and fake.memories[-1] is not None
+    carried = fake.memories[-1]
+    resident(8)  # grown by half: its policies are due, read in full
+    _migrate(root, 1)
+    scanner.scan()
+    assert fake.calls == before  # the policy read was a full one
+    _migrate(root, 1)
+    scanner.scan()
+    assert fake.calls == before + 1 and fake.memories[-1] is carried
 
 
 def test_ksm_values_read_from_sysfs(tmp_path: Path) -> None:

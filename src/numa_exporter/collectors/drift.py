@@ -28,7 +28,9 @@ ARRIVED = MetricSpec(
     "allocation, nor memory freed and faulted again on another node), summed over "
     "consecutive reads: a full read counts the part of the per-node changes that balances "
     "out, a sampled read the followed pages it saw change node; in each interval at most "
-    "what the host's pgmigrate_success moved since the previous read (docs/movement.md).",
+    "what can have migrated of it (the host's pgmigrate_success less NUMA balancing's "
+    "numa_pages_migrated, plus its own threads' numa_pages_migrated), unless it took no "
+    "fault (docs/movement.md).",
     (*P, "node"), level="full",
     bounds=(("node", "nodes"),))
 DEPARTED = MetricSpec(

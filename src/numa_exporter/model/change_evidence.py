@@ -53,7 +53,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from numa_exporter.model.sample_memory import host_migrated_pages
+from numa_exporter.model.sample_memory import HOST_MIGRATION, host_migrated_pages
 
 #: Pages that THP collapse allocated (khugepaged ``collapse_huge_page``).
 HOST_COLLAPSE = "thp_collapse_alloc"
@@ -61,6 +61,10 @@ HOST_COLLAPSE = "thp_collapse_alloc"
 HOST_TIERING_PREFIXES = ("pgdemote_", "pgpromote_success")
 #: Swap I/O.
 HOST_SWAP = ("pswpin", "pswpout")
+#: NUMA balancing's own migrations, host-wide: ``migrate_misplaced_folio()`` (mm/migrate.c;
+#: ``migrate_misplaced_page()`` before 6.6) counts ``NUMA_PAGE_MIGRATE`` for what its
+#: ``migrate_pages()`` call moved, which ``pgmigrate_success`` counts as well.
+HOST_BALANCING_MIGRATION = "numa_pages_migrated"
 
 
 class Verdict(StrEnum):
@@ -86,6 +90,8 @@ class HostCounters:
     while ksmd is stopped (nothing merges); ``()`` on a kernel without KSM; None where a
     file could not be read.
     ``balancing``: the ``numa_balancing`` mode (None: unknown).
+    ``balancing_migrated``: NUMA balancing's part of ``migrated`` (vmstat
+    ``numa_pages_migrated``; None: unknown, or ``pgmigrate_success`` absent: no split).
     """
 
     migrated: int | None
@@ -94,6 +100,7 @@ class HostCounters:
     swapped: int | None
     ksm: tuple[int, ...] | None
     balancing: int | None
+    balancing_migrated: int | None = None
 
     @property
     def known(self) -> bool:
@@ -116,6 +123,8 @@ def host_counters(vmstat: Mapping[str, int] | None, ksm: tuple[int, ...] | None,
         swapped=sum(vmstat.get(k, 0) for k in HOST_SWAP),
         ksm=ksm,
         balancing=balancing,
+        balancing_migrated=(vmstat.get(HOST_BALANCING_MIGRATION)
+                            if HOST_MIGRATION in vmstat else None),
     )
 
 
@@ -203,6 +212,34 @@ def movement_allowance(j: Judgement, page_size: int) -> int:
     if j.migrated_pages is None or j.migrated_pages <= 0:
         return 0
     return j.migrated_pages * page_size
+
+
+def migration_evidence(host_migrated: int | None, host_balancing: int | None,
+                       own_migrated: int | None) -> int | None:
+    """Return the counter one process's movement is bounded by (pages; None: unknown): its
+    growth between two reads of the process is the most pages of it that can have migrated.
+
+    NUMA balancing migrates a page only from a hinting fault on it: ``do_numa_page()``
+    (mm/memory.c; ``do_huge_pmd_numa_page()`` in mm/huge_memory.c for a huge page) calls
+    ``migrate_misplaced_folio()`` and then ``task_numa_fault()`` (kernel/sched/fair.c) with
+    ``TNF_MIGRATED``, which adds the pages to ``current->numa_pages_migrated``: the faulting
+    task, a thread of the process whose page table holds the page (``own_migrated``: summed
+    over its threads, those that exited included). So the host's balancing migrations
+    (``host_balancing``: ``numa_pages_migrated`` of vmstat, the part of ``host_migrated``
+    that balancing made) are another process's unless they are its own; every
+    other migration (``migrate_pages(2)``, ``move_pages(2)``, ``mbind``, cpusets, demotion,
+    compaction) needs no fault of the process and stays bounded by the host's count.
+
+    The counter is ``pgmigrate_success - numa_pages_migrated + own_migrated``; where the
+    process's own count or the host's split is unknown (no ``sched``, no balancing in the
+    kernel, or ``pgmigrate_success`` absent) it is the host's ``host_migrated`` alone, the
+    looser bound. (A process whose form changes between two reads gets a looser bound, or,
+    where the counter went back, none counted, for that one interval.)"""
+    if host_migrated is None:
+        return None
+    if own_migrated is None or host_balancing is None:
+        return host_migrated
+    return max(host_migrated - host_balancing, 0) + own_migrated
 
 
 def bounded_moves(moves: Mapping[tuple[int, int], int], allowance: int

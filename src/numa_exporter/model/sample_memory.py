@@ -24,7 +24,10 @@ things built on that sample need more than one read:
   estimate is a fresh one. Except growth: where a kind's resident bytes grew and its
   mappings of the last read all still stand (new mappings, or old ones extended), the
   ranges of the last read keep their counts for the bytes they held, and only the new
-  ranges are estimated fresh (:func:`grown_part`, :func:`mixed_counts`).
+  ranges are estimated fresh (:func:`grown_part`, :func:`mixed_counts`). A kind that grew
+  inside the same mappings (a heap touched further into its reservation) by at most
+  :data:`GROWN_WITHIN` keeps its counts weighted by the share of its bytes they describe
+  (:func:`kept_counts`).
 
 State per process is bounded: at most :data:`PANEL_PAGES` followed pages (10 bytes each)
 and one count per (kind, node).
@@ -62,8 +65,15 @@ CARRY_READS = 16
 #: carry at most CARRY_READS of its few, and its error stay where a few hundred samples put
 #: it (issue 33: 6-11 % of its size over 18 reads on 6.1).
 CARRY_FLOOR = sample_size()
-#: A kind whose resident bytes changed by more than this fraction starts afresh.
+#: A kind whose resident bytes changed by more than this fraction starts afresh, unless
+#: it grew inside the same mappings by at most :data:`GROWN_WITHIN` (:func:`kept_counts`).
 STABLE_TOTAL = 0.005
+#: A kind that grew by at most this fraction since the last read, inside the mappings that
+#: read saw (a heap touched further into its reservation), keeps its carried counts,
+#: weighted down by the share of its bytes that is new. Where the new pages sit elsewhere
+#: than the old, the fresh sample is at odds with the counts (:func:`at_odds`) and they go
+#: (issue 33: a growing interleaved heap never carried anything, 3-8 % per-node error).
+GROWN_WITHIN = 0.25
 #: Host counters of pages migrated by anything (migrate_pages, move_pages, mbind, NUMA
 #: balancing, demotion, promotion, compaction): ``pgmigrate_success`` counts every one.
 HOST_MIGRATION = "pgmigrate_success"
@@ -208,10 +218,21 @@ def stable(before: int | None, now: int) -> bool:
 def kept_counts(memory: SampleMemory, kind: Kind, shape: int, total: int, moved: bool
                 ) -> dict[int, float]:
     """Return the node counts of earlier reads still valid for ``kind``: none when pages of
-    the kind moved, its mappings changed or its resident bytes are not :func:`stable`."""
-    if moved or memory.shapes.get(kind) != shape or not stable(memory.totals.get(kind), total):
+    the kind moved or its mappings changed; all where its resident bytes are
+    :func:`stable`; where they grew by at most :data:`GROWN_WITHIN` inside the same
+    mappings, the counts weighted by the share of its bytes they describe (the last read's
+    total over this one's: the new pages are estimated by the fresh sample alone); none
+    where they shrank or grew more."""
+    if moved or memory.shapes.get(kind) != shape:
         return {}
-    return dict(memory.counts.get(kind, {}))
+    before = memory.totals.get(kind)
+    counts = memory.counts.get(kind, {})
+    if stable(before, total):
+        return dict(counts)
+    if before and before < total <= before * (1 + GROWN_WITHIN):
+        share = before / total
+        return {n: c * share for n, c in counts.items()}
+    return {}
 
 
 #: False-alarm probability of :func:`at_odds` per read, all kinds together: a process that

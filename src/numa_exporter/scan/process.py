@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Protocol
 
 import structlog
@@ -24,6 +25,7 @@ from numa_exporter.model.change_evidence import (
     Judgement,
     ProcessCounters,
     judge,
+    migration_evidence,
 )
 from numa_exporter.model.clock import ScanTime
 from numa_exporter.model.counters import ThreadSum, advance
@@ -499,8 +501,15 @@ class ProcessReader:
                               reason=first.reason if first else None)
         memory = self.known_nodes(maps.bytes, f"{files.path}/numa_maps")
         # the full read counts movement from here on; a panel kept across it would count
-        # the moves between two full reads a second time (none where nothing changed)
-        if not unchanged:
+        # the moves between two full reads a second time (none where nothing changed). Not
+        # across a read of the policies of a process sampled before it either: that read
+        # compares nothing (the read before it was sampled), and the sampled reads go on with
+        # their panel and carried counts (a process whose size keeps moving has its policies
+        # due again and again: each read would else start the estimate afresh)
+        policy_after_sampled = (plan is not None and plan.reason == Reason.POLICY
+                                and st.placed is not None
+                                and st.placed.method == Method.SAMPLED)
+        if not unchanged and not policy_after_sampled:
             st.sampled = None
         st.weighted_nodes = dict(maps.weighted_nodes)
         return Placement(memory, maps.policy_bytes, maps.policy_nodes,
@@ -706,7 +715,8 @@ class ProcessReader:
 
     # --- stage 8: drift ------------------------------------------------------------------
     def drift(self, st: ProcessState, who: Identity, homing: Homing, now: ScanTime,
-              placed: Placement, host_migrated: int | None) -> Drift | None:
+              placed: Placement, host_migrated: int | None, cand: Candidate,
+              own_migrated: int | None = None) -> Drift | None:
         """Return the process's drift after this read (None with the drift collector off):
         a full read's movement from its bytes per node, a sampled read's from the pages it
         followed, both gated on the host's migrated-pages counter ``host_migrated``."""
@@ -719,7 +729,27 @@ class ProcessReader:
                                 homing.locality.remote_ratio, host_migrated=host_migrated,
                                 moved=est.moved if est is not None and not placed.kept
                                 else None,
-                                exact=est is None, page_size=PAGE_SIZE)
+                                exact=est is None, page_size=PAGE_SIZE,
+                                own_migrated=own_migrated,
+                                faults=partial(self.faults_through, cand, st))
+
+    def faults_through(self, cand: Candidate, st: ProcessState) -> int | None:
+        """Return the faults the process took from the start of its previous read to now
+        (its stat read again; None where unknown, or where none and its resident sizes
+        changed from then to this read's start: pages left or came without a fault of its
+        own, so none says nothing)."""
+        before = st.counters
+        if before is None or before.faults is None:
+            return None
+        try:
+            after = read_stat(cand.files, self.errors)
+        except SourceError:
+            return None
+        if after is None or after.faults < before.faults:
+            return None
+        if after.faults == before.faults and before.sizes != process_counters(cand, None).sizes:
+            return None
+        return after.faults - before.faults
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
@@ -745,7 +775,12 @@ class ProcessReader:
         judged = judge(st.counters, counters)
         try:
             threads = self.threads(cand.files, st, deadline)
-            placed = self.placement(cand, st, plan, deadline, t0, now.mono, host_migrated,
+            # the bound of this process's movement: the host's migrations but balancing's,
+            # and balancing's of its own threads' hinting faults (docs/movement.md)
+            migrated = migration_evidence(
+                host_migrated, host.balancing_migrated if host is not None else None,
+                threads.pages_migrated)
+            placed = self.placement(cand, st, plan, deadline, t0, now.mono, migrated,
                                     judged)
             found = self.texts(cand)
             uses = self.accelerators(cand, found, deadline)
@@ -756,7 +791,8 @@ class ProcessReader:
         homing = self.homing(cand, system, threads, placed, uses, pod.kubelet, found)
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
         tiers = self.tiers(system, homing, cand.status, threads)
-        drift = self.drift(st, who, homing, now, placed, host_migrated)
+        drift = self.drift(st, who, homing, now, placed, migrated, cand,
+                           threads.pages_migrated)
         st.counters = counters
         st.reads += 1
         st.abandoned = 0
