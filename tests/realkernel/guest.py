@@ -174,9 +174,12 @@ def named(generation: str) -> bool:
 
 def budget_skip(unit: str, generation: str) -> str:
     """Return why ``unit`` (a scenario, or a guest module's name after ``test_``) is left out
-    on ``generation`` by default for the CI budget ("" when it runs; scenarios.EDGE_UNITS)."""
+    on ``generation`` by default for the CI budget ("" when it runs; scenarios.EDGE_UNITS), or
+    that ``$NUMA_REALKERNEL_KERNELS`` leaves the generation out altogether."""
     from .scenarios import budget_skip as rule
 
+    if generation not in generations():
+        return f"kernel {generation} left out by NUMA_REALKERNEL_KERNELS"
     return rule(unit, generation, runs_everything(generation), named(generation))
 
 

@@ -116,6 +116,10 @@ def test_budget_picks_per_generation_and_naming_runs_all(monkeypatch: pytest.Mon
     monkeypatch.setenv("NUMA_REALKERNEL_KERNELS", "5.10,6.1,6.12,7.3")
     assert harness.budget_skip("damon_guest", "7.3") == ""
     assert harness.budget_skip("local", "5.10") == ""
+    # a generation left out altogether says so, not that the CI budget left it out
+    monkeypatch.setenv("NUMA_REALKERNEL_KERNELS", "5.10")
+    assert harness.budget_skip("local", "7.3") == (
+        "kernel 7.3 left out by NUMA_REALKERNEL_KERNELS")
 
 
 @pytest.mark.parametrize(("raw", "factor"), [(None, 1.0), ("", 1.0), ("2.5", 2.5), ("0.5", 1.0)])
