@@ -53,6 +53,7 @@ from numa_exporter.parsers.numa_maps import Kind, NumaMaps, fold_nodes
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.parsers.text import label_text
+from numa_exporter.parsers.vmstat import parse_vmstat
 from numa_exporter.readers.accelerator_use import AcceleratorMap, pinned_home
 from numa_exporter.readers.accelerators import nvidia_memory_nodes
 from numa_exporter.readers.error_report import ErrorReporter
@@ -671,7 +672,17 @@ class ProcessReader:
                                 homing.locality.remote_ratio, host_migrated=host_migrated,
                                 moved=est.moved if est is not None and not placed.kept
                                 else None,
-                                exact=est is None, page_size=PAGE_SIZE)
+                                exact=est is None, page_size=PAGE_SIZE,
+                                refresh=self.host_migrated_now)
+
+    def host_migrated_now(self) -> int | None:
+        """Return the host's migrated-pages counter read now from vmstat (None: unreadable
+        or malformed; the scan's own reading of the file reports that)."""
+        try:
+            parsed = parse_vmstat(self.proc.vmstat())
+        except SourceError:
+            return None
+        return None if parsed.error_count else host_migrated_pages(parsed.values)
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
