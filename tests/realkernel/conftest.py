@@ -176,8 +176,10 @@ def _start(config: pytest.Config, session: pytest.Session, layout: str, kernel: 
                   f"assets {assets_s:.1f} s")
     _RUNS[(layout, kernel)] = run
     if not boot.ok:
-        pytest.fail(f"{layout} guest job failed (rc={boot.rc}, timed_out={boot.timed_out}); "
-                    f"job log tail:\n{boot.job_log[-4000:]}")
+        hint = (f" (its limit: {LAYOUT_TIMEOUT_S[layout] * harness.timeout_factor():.0f} s; "
+                "NUMA_REALKERNEL_TIMEOUT_FACTOR raises it)" if boot.timed_out else "")
+        pytest.fail(f"{layout} guest job failed (rc={boot.rc}, timed_out={boot.timed_out})"
+                    f"{hint}; job log tail:\n{boot.job_log[-4000:]}")
     return run
 
 

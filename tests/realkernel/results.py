@@ -38,6 +38,21 @@ def numa_maps_node_bytes(text: str, only: str | None = None) -> dict[int, int]:
     return dict(totals)
 
 
+def kernel_page_bytes(text: str) -> dict[int, int]:
+    """Return bytes per node of the numa_maps lines that hold no page of the process's own:
+    no ``file=``, no ``heap``/``stack``/``huge`` flag and no ``anon=`` count (7.x's vDSO data
+    page, ``[vvar]``). The exporter leaves them out; numa_maps and numastat -p count them."""
+    totals: dict[int, int] = defaultdict(int)
+    for line in text.splitlines():
+        fields = line.split()[2:]
+        if any(f.startswith(("file=", "anon=")) or f in ("heap", "stack", "huge")
+               for f in fields):
+            continue
+        for node, pages in re.findall(r"\bN(\d+)=(\d+)", line):
+            totals[int(node)] += int(pages) * 4096
+    return dict(totals)
+
+
 def numastat_totals_mib(text: str) -> dict[int, float]:
     """Return the ``Total`` row of ``numastat -p PID`` per node, in MiB (numastat's "MB")."""
     header: list[int] = []

@@ -116,6 +116,11 @@ def test_budget_picks_per_generation_and_naming_runs_all(monkeypatch: pytest.Mon
     monkeypatch.setenv("NUMA_REALKERNEL_KERNELS", "5.10,6.1,6.12,7.3")
     assert harness.budget_skip("damon_guest", "7.3") == ""
     assert harness.budget_skip("local", "5.10") == ""
+    # a generation left out altogether says so, not that the CI budget left it out
+    monkeypatch.setenv("NUMA_REALKERNEL_KERNELS", "5.10")
+    assert harness.budget_skip("local", "7.3") == (
+        "kernel 7.3 left out by NUMA_REALKERNEL_KERNELS")
+
 
 
 def test_movement_units_run_on_both_everyday_generations(monkeypatch: pytest.MonkeyPatch
@@ -128,3 +133,19 @@ def test_movement_units_run_on_both_everyday_generations(monkeypatch: pytest.Mon
         assert harness.budget_skip(unit, "6.1") == harness.budget_skip(unit, "6.12") == ""
         assert "NUMA_REALKERNEL_KERNELS=7.3" in harness.budget_skip(unit, "7.3")
         assert "NUMA_REALKERNEL_KERNELS=5.10" in harness.budget_skip(unit, "5.10")
+
+
+@pytest.mark.parametrize(("raw", "factor"), [(None, 1.0), ("", 1.0), ("2.5", 2.5), ("0.5", 1.0)])
+def test_timeout_factor(monkeypatch: pytest.MonkeyPatch, raw: str | None, factor: float) -> None:
+    """$NUMA_REALKERNEL_TIMEOUT_FACTOR multiplies the guests' limits; never shortens them."""
+    if raw is None:
+        monkeypatch.delenv("NUMA_REALKERNEL_TIMEOUT_FACTOR", raising=False)
+    else:
+        monkeypatch.setenv("NUMA_REALKERNEL_TIMEOUT_FACTOR", raw)
+    assert harness.timeout_factor() == factor
+
+
+def test_timeout_factor_not_a_number(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMA_REALKERNEL_TIMEOUT_FACTOR", "slow")
+    with pytest.raises(harness.RealKernelUnavailable, match="not a number"):
+        harness.timeout_factor()

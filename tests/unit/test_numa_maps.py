@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -183,7 +184,7 @@ def test_out_of_range_values_are_line_errors(line: bytes, compiled: bool) -> Non
 
 @pytest.mark.parametrize("compiled", SCANNERS)
 def test_largest_values_in_range_are_kept(compiled: bool) -> None:
-    line = b"1000 bind:1023 N1023=1099511627776 kernelpagesize_kB=16777216\n"
+    line = b"1000 bind:1023 anon=1 N1023=1099511627776 kernelpagesize_kB=16777216\n"
     r = parse_numa_maps([line], compiled=compiled)
     assert r.error_count == 0
     assert r.bytes == {(1023, Kind.ANON): (1 << 40) * (16 << 30)}
@@ -219,7 +220,7 @@ def test_chunks_may_cut_lines_anywhere(compiled: bool) -> None:
 def test_many_alike_lines_and_many_policies(compiled: bool) -> None:
     lines = [b"%x default anon=2 dirty=2 N0=2 kernelpagesize_kB=4\n" % (i << 12)
              for i in range(50_000)]
-    lines += [b"%x bind:%d N%d=1 kernelpagesize_kB=4\n" % (i << 12, i % 200, i % 200)
+    lines += [b"%x bind:%d anon=1 N%d=1 kernelpagesize_kB=4\n" % (i << 12, i % 200, i % 200)
               for i in range(1000)]
     r = parse_numa_maps(lines, compiled=compiled)
     assert r.mappings == 51_000 and r.error_count == 0
@@ -379,4 +380,55 @@ def test_batch_path_reads_lookalike_tokens_as_the_reference_does(line: bytes) ->
     except NumaMapsError:
         assert exact.error_count == 1
     if ref is not None:
-        assert exact.bytes.get((0, ref.kind), 0) == 4096 * (2 if ref.kind == Kind.ANON else 1)
+        good = 4096 if ref.kind == Kind.ANON else 0
+        assert exact.bytes.get((0, ref.kind), 0) == good + ref.counted_bytes_by_node.get(0, 0)
+
+
+# Debian 7.3.4, membind_remote: the process's memory is bound to node 1; the vDSO data page
+# that 7.x maps into every process ([vvar]) sits on node 0, where the kernel allocated it
+VDSO_DATA_LINE = b"7f80453ad000 bind:1 mapped=1 mapmax=2 active=0 N0=1 kernelpagesize_kB=4"
+CAPTURE_73 = FIXTURES / "realkernel-7.3" / "membind_remote"
+
+
+@pytest.mark.parametrize("compiled", SCANNERS)
+def test_vdso_data_page_of_7x_is_not_the_process_memory(compiled: bool) -> None:
+    """A line with no file=, heap, stack or huge and no anon= holds no page of the process's
+    own (7.x's [vvar] data page, shared by every process, mapmax=<processes>): both scanners
+    leave it out, so a process bound to node 1 shows nothing on node 0; the capture's other
+    bytes are all counted (node 1's total is the harness's sum of the kernel's numa_maps)."""
+    text = (CAPTURE_73 / "proc" / "135" / "numa_maps").read_bytes()
+    assert VDSO_DATA_LINE in text.splitlines()
+    expected = json.loads((CAPTURE_73 / "expected.json").read_text())["node_bytes"]["135"]
+    assert expected == {"0": 4096, "1": 135946240}  # what the kernel's lines add up to
+    r = parse_numa_maps([text], compiled=compiled)
+    assert (r.error_count, r.mappings) == (0, len(text.splitlines()))
+    assert r.node_bytes() == {1: 135946240}
+    assert r.off_policy_bytes == 0
+    got, batch, n, exact = _both_paths(text)
+    assert got == n and batch == exact == r
+
+
+@pytest.mark.parametrize("compiled", SCANNERS)
+@pytest.mark.parametrize(("line", "counted"), [
+    (VDSO_DATA_LINE, {}),
+    (b"7f01 default mapped=2 mapmax=9 N0=1 N1=1 kernelpagesize_kB=4", {}),
+    (b"7f02 default dirty=1 N1=1 kernelpagesize_kB=4", {}),
+    # an anonymous page next to a kernel page (a COW-ed special mapping): counted as anon
+    (b"7f03 default anon=1 dirty=1 mapped=2 N1=2 kernelpagesize_kB=4", {(1, Kind.ANON): 8192}),
+    (b"7f04 default heap mapped=1 N1=1 kernelpagesize_kB=4", {(1, Kind.ANON): 4096}),
+    (b"7f05 default stack dirty=1 N1=1 kernelpagesize_kB=4", {(1, Kind.ANON): 4096}),
+    (b"7f06 default file=/lib/x.so mapped=1 N1=1 kernelpagesize_kB=4", {(1, Kind.FILE): 4096}),
+    (b"7f07 default huge dirty=1 N1=1 kernelpagesize_kB=2048",
+     {(1, Kind.HUGETLB): 2 * MiB}),
+])
+def test_lines_without_anonymous_pages_of_their_own(line: bytes, counted: dict[object, int],
+                                                    compiled: bool) -> None:
+    """Which lines hold kernel pages (not counted) and which the process's memory."""
+    ref = parse_numa_maps_line(line)
+    assert ref.kernel == (not counted)
+    assert ref.bytes_by_node  # the line prints its pages either way
+    r = parse_numa_maps([line + b"\n"], compiled=compiled)
+    assert (r.error_count, r.mappings) == (0, 1)
+    assert r.bytes == counted
+    got, batch, n, exact = _both_paths(line + b"\n")
+    assert got == n == 1 and batch == exact == r

@@ -113,7 +113,7 @@ def _oracle(lines: list[bytes]) -> tuple[int, dict[tuple[int, object], int], lis
             bad.append(lineno)
             continue
         ok += 1
-        for node, b in m.bytes_by_node.items():
+        for node, b in m.counted_bytes_by_node.items():
             expect[(node, m.kind)] = expect.get((node, m.kind), 0) + b
     return ok, expect, bad
 

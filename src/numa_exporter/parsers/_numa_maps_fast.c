@@ -230,7 +230,7 @@ static int line(state_t *st, const char *p, Py_ssize_t n) {
     if (pol < 0)
         return 0;
 
-    int huge = 0, has_path = 0, kind;
+    int huge = 0, has_path = 0, flagged = 0, has_anon = 0, kind;
     const char *path = NULL;
     Py_ssize_t plen = 0;
     uint64_t page_kb = 0;
@@ -251,8 +251,10 @@ static int line(state_t *st, const char *p, Py_ssize_t n) {
             continue;
         }
         if ((tl == 4 && memcmp(tok, "heap", 4) == 0) ||
-            (tl == 5 && memcmp(tok, "stack", 5) == 0))
+            (tl == 5 && memcmp(tok, "stack", 5) == 0)) {
+            flagged = 1;
             continue;
+        }
         if (tl == 4 && memcmp(tok, "huge", 4) == 0) {
             huge = 1;
             continue;
@@ -283,6 +285,8 @@ static int line(state_t *st, const char *p, Py_ssize_t n) {
         } else if (counter_key(tok, kl)) {
             if (!digits(val, vl, 0, &v))
                 return 0;
+            if (kl == 4 && memcmp(tok, "anon", 4) == 0)
+                has_anon = 1;
         } else {
             return 0;
         }
@@ -304,6 +308,10 @@ static int line(state_t *st, const char *p, Py_ssize_t n) {
         }
     }
     st->pols[pol].seen = 1;
+    /* no file, heap, stack, huge flag or anon= count: kernel pages mapped into the process
+       (7.x's vDSO data page in [vvar], uprobes' XOL page), not its memory: not counted */
+    if (!huge && !has_path && !flagged && !has_anon)
+        return 1;
     for (int i = 0; i < st->ntouched; i++) {
         int node = st->touched[i];
         add(st, pol, kind, page_kb, node, st->line_pages[node]);

@@ -11,6 +11,12 @@ Bytes on a node are ``N<node> x kernelpagesize_kB x 1024``: hugetlb lines count 
 inside an ordinary mapping is counted in base pages. The total of a line is the sum of its
 ``N<node>`` fields (``mapped=``/``active=`` are often omitted).
 
+Pages the kernel maps into every process are not the process's memory and are left out of
+the totals: a line with no ``file=``, no ``heap``/``stack``/``huge`` flag and no ``anon=``
+count holds no anonymous page, so its pages belong to a kernel special mapping (7.x's vDSO
+data page in ``[vvar]``, ``mapped=1 mapmax=<processes>`` on the node it was allocated on;
+uprobes' XOL page). The sampled reader leaves the same mappings out by their ``maps`` name.
+
 The grammar lives in one place, :func:`parse_numa_maps_line` (the reference parser, which
 builds a full :class:`Mapping`). :func:`parse_numa_maps` totals a whole file given as an
 iterable of byte chunks (lines or arbitrary pieces of the text), consumed lazily; it uses the
@@ -111,11 +117,19 @@ class Mapping:
     pages_by_node: tuple[tuple[int, int], ...]
     page_size: int  # bytes; 0 when the line has no kernelpagesize_kB
     counters: tuple[tuple[str, int], ...]  # anon=, dirty=, mapped=, ... as printed
+    #: its pages are kernel pages mapped into the process (see the module's docstring):
+    #: left out of the totals
+    kernel: bool = False
 
     @property
     def bytes_by_node(self) -> dict[int, int]:
-        """Return resident bytes per node."""
+        """Return resident bytes per node, as the line prints them."""
         return {n: p * self.page_size for n, p in self.pages_by_node}
+
+    @property
+    def counted_bytes_by_node(self) -> dict[int, int]:
+        """Return the bytes per node the totals count: none for kernel pages."""
+        return {} if self.kernel else self.bytes_by_node
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +213,7 @@ class _Fields(NamedTuple):
     stack: bool
     page_kb: int  # 0: no kernelpagesize_kB field
     pages: dict[int, int]
+    kernel: bool  # kernel pages mapped into the process: not counted
 
 
 _KERNEL_COUNTERS = frozenset({b"anon", b"dirty", b"mapped", b"mapmax", b"swapcache",
@@ -211,7 +226,7 @@ def _parse_fields(fields: bytes, counters: list[tuple[str, int]] | None = None) 
     ``counters`` (anon=, dirty=, ...) are appended to when given.
     """
     path: bytes | None = None
-    heap = stack = huge = False
+    heap = stack = huge = anon = False
     pages: dict[int, int] = {}
     page_kb = 0
     for tok in fields.split(b" "):
@@ -234,6 +249,7 @@ def _parse_fields(fields: bytes, counters: list[tuple[str, int]] | None = None) 
         if not (0 < len(val) <= MAX_VALUE_DIGITS and val.isdigit()):
             raise NumaMapsError(f"bad field {tok[:40]!r}")
         if key in _KERNEL_COUNTERS:
+            anon = anon or key == b"anon"
             if counters is not None:
                 counters.append((key.decode(), int(val)))
         elif key.startswith(b"N") and (node_b := key[1:]).isdigit():
@@ -254,7 +270,8 @@ def _parse_fields(fields: bytes, counters: list[tuple[str, int]] | None = None) 
             raise NumaMapsError(f"bad field {tok[:40]!r}")
     if pages and not page_kb:
         raise NumaMapsError("node pages without kernelpagesize_kB")
-    return _Fields(_kind(path, huge), path, heap, stack, page_kb, pages)
+    kernel = bool(pages) and path is None and not (heap or stack or huge or anon)
+    return _Fields(_kind(path, huge), path, heap, stack, page_kb, pages, kernel)
 
 
 def _address(text: bytes) -> int | None:
@@ -292,6 +309,7 @@ def parse_numa_maps_line(line: bytes) -> Mapping:
         pages_by_node=tuple(sorted(f.pages.items())),
         page_size=f.page_kb * 1024,
         counters=tuple(counters),
+        kernel=f.kernel,
     )
 
 
@@ -426,7 +444,7 @@ def _parse_rest(tot: _Totals, rest: bytes) -> _Line | None:
         f = _parse_fields(fields_b)
     except NumaMapsError:
         return None
-    return pol_b, _KIND_CODE[f.kind], f.page_kb, tuple(f.pages.items())
+    return pol_b, _KIND_CODE[f.kind], f.page_kb, () if f.kernel else tuple(f.pages.items())
 
 
 def _scan_lines(tot: _Totals, text: bytes, lineno: int) -> int:
@@ -494,6 +512,7 @@ _REST = re.compile(
 )
 _NODE_FIELD = re.compile(rb" N([0-9]+)=([0-9]+)")
 _FILE = b" file="
+_ANON = b" anon="
 _HUGETLB = _KIND_OF.index(Kind.HUGETLB)
 
 
@@ -515,7 +534,10 @@ def _scan_batch(tot: _Totals, text: bytes, start: int, stop: int) -> int | None:
     # and joined, parsed in one go) and those of lines seen more often, with their counts
     groups: dict[tuple[bytes, int, bytes], tuple[list[bytes], list[tuple[bytes, int]]]] = {}
     kinds = tot.kinds
-    for (pol, where, huge, nodes, kb), n in zip(fields, counts.values(), strict=True):
+    for rest, (pol, where, huge, nodes, kb), n in zip(counts, fields, counts.values(),
+                                                      strict=True):
+        if not (huge or where) and nodes and _ANON not in rest:
+            nodes = b""  # kernel pages mapped into the process: not counted
         if huge:
             kind = _HUGETLB
         elif (kind := kinds.get(where, -1)) < 0:

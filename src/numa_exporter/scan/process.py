@@ -21,6 +21,7 @@ from numa_exporter.config import Config
 from numa_exporter.model.binding import Binding, analyse
 from numa_exporter.model.cadence import Method, Plan, Reason
 from numa_exporter.model.change_evidence import (
+    HOST_BALANCING_MIGRATION,
     HostCounters,
     Judgement,
     ProcessCounters,
@@ -60,6 +61,7 @@ from numa_exporter.parsers.numa_maps import Kind, NumaMaps, fold_nodes
 from numa_exporter.parsers.pid_status import PidStatus
 from numa_exporter.parsers.proc_cgroup import ProcCgroup
 from numa_exporter.parsers.text import label_text
+from numa_exporter.parsers.vmstat import parse_vmstat
 from numa_exporter.readers.accelerator_use import AcceleratorMap, pinned_home
 from numa_exporter.readers.accelerators import nvidia_memory_nodes
 from numa_exporter.readers.error_report import ErrorReporter
@@ -716,10 +718,12 @@ class ProcessReader:
     # --- stage 8: drift ------------------------------------------------------------------
     def drift(self, st: ProcessState, who: Identity, homing: Homing, now: ScanTime,
               placed: Placement, host_migrated: int | None, cand: Candidate,
-              own_migrated: int | None = None) -> Drift | None:
+              own_migrated: int | None = None, host_split: bool = False) -> Drift | None:
         """Return the process's drift after this read (None with the drift collector off):
         a full read's movement from its bytes per node, a sampled read's from the pages it
-        followed, both gated on the host's migrated-pages counter ``host_migrated``."""
+        followed, both gated on the migration counter ``host_migrated`` (``host_split``: it
+        has balancing's part taken out and ``own_migrated`` added, the form a re-read of it
+        keeps)."""
         if not self.config.enabled("drift"):
             return None
         age = (now.steady - st.program_start(who.start_time, now.steady)
@@ -731,7 +735,9 @@ class ProcessReader:
                                 else None,
                                 exact=est is None, page_size=PAGE_SIZE,
                                 own_migrated=own_migrated,
-                                faults=partial(self.faults_through, cand, st))
+                                faults=partial(self.faults_through, cand, st),
+                                refresh=partial(self.migration_evidence_now, host_split,
+                                                own_migrated))
 
     def faults_through(self, cand: Candidate, st: ProcessState) -> int | None:
         """Return the faults the process took from the start of its previous read to now
@@ -750,6 +756,24 @@ class ProcessReader:
         if after.faults == before.faults and before.sizes != process_counters(cand, None).sizes:
             return None
         return after.faults - before.faults
+
+    def migration_evidence_now(self, split: bool, own_migrated: int | None) -> int | None:
+        """Return the counter a process's movement is bounded by (``migration_evidence``),
+        from vmstat read now and the process's own balancing migrations ``own_migrated``,
+        in the form the scan's reading had (``split``: with balancing's part taken out);
+        None where vmstat is unreadable or malformed (the scan's own reading of the file
+        reports that)."""
+        try:
+            parsed = parse_vmstat(self.proc.vmstat())
+        except SourceError:
+            return None
+        if parsed.error_count:
+            return None
+        balancing = parsed.values.get(HOST_BALANCING_MIGRATION) if split else None
+        if split and balancing is None:
+            return None  # no longer comparable with the scan's reading
+        return migration_evidence(host_migrated_pages(parsed.values), balancing,
+                                  own_migrated if split else None)
 
     # --- the stages together -------------------------------------------------------------
     def read(self, cand: Candidate, system: SystemSample, plan: Plan | None = None,
@@ -792,7 +816,9 @@ class ProcessReader:
         binding = self.binding(cand, system, placed, homing, threads, pod.kubelet)
         tiers = self.tiers(system, homing, cand.status, threads)
         drift = self.drift(st, who, homing, now, placed, migrated, cand,
-                           threads.pages_migrated)
+                           threads.pages_migrated,
+                           host_split=(host is not None and host.balancing_migrated is not None
+                                       and threads.pages_migrated is not None))
         st.counters = counters
         st.reads += 1
         st.abandoned = 0
