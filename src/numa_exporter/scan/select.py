@@ -130,6 +130,13 @@ class ScreenMemo:
             self.out.clear()
             self.config = config
 
+    def end(self, still: dict[int, Kept], listed: Sequence[int]) -> None:
+        """Keep the verdicts ``still`` standing, and the statuses of listed processes only."""
+        self.out = still
+        present = set(listed)
+        for gone in [p for p in self.status if p not in present]:
+            del self.status[gone]
+
 
 def texts(files: ProcessFiles, comm: str) -> tuple[str, str]:
     """Return (comm, cmdline) for matching patterns; cmdline is empty when unreadable."""
@@ -266,10 +273,7 @@ def select(proc: ProcFS, config: Config, errors: ErrorReporter, pending: Sequenc
             # a decision, not an error
             still[pid] = Kept(ns, got.outcome is not None, pages, now)
     if memo is not None:
-        memo.out = still
-        listed = set(pids)
-        for gone in [p for p in memo.status if p not in listed]:
-            del memo.status[gone]
+        memo.end(still, pids)
     out.sort(key=lambda c: (-c.resident, c.pid))
     if config.top and len(out) > config.top:
         states[Outcome.SKIPPED] += len(out) - config.top
